@@ -1,0 +1,96 @@
+"""The seam between the agent loop and whoever runs it (the engine, or a test double).
+
+The loop owns the conversation; the host owns durability (checkpoints, journaled decisions,
+approval suspensions), tool dispatch (executors and the effect ledger) and telemetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tether.contracts.protocols import ChatModel
+
+if TYPE_CHECKING:
+    from tether.agents.state import LoopState
+    from tether.tools.definition import Tool
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A routed model: `ref` is `adapter:model`, `adapter` the adapter object, `name` the model part."""
+
+    ref: str
+    adapter: ChatModel
+    name: str
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 3
+    base_s: float = 0.5
+    max_s: float = 8.0
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """Structured output: the JSON schema sent to the model and an optional pydantic class to validate."""
+
+    schema: dict[str, Any]
+    model_cls: type[Any] | None = None
+    name: str = "result"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything one invocation needs, already resolved by the engine (routing, profiles, defaults)."""
+
+    prompt: str
+    models: Sequence[ResolvedModel]
+    """The primary model first, then the fallbacks tried after its retries."""
+    system: str | None = None
+    output: OutputSpec | None = None
+    tools: Sequence[Tool] = ()
+    max_turns: int = 32
+    max_output_tokens: int = 4_096
+    effort: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    schema_retries: int = 2
+    no_progress_turns: int = 3
+    tool_budget: Any = None
+    """A `tether.ToolBudget` or None (see docs/tool-budgets.md)."""
+    label: str | None = None
+    agent_type: str | None = None
+
+
+class LoopHost(Protocol):
+    """What the loop asks of its host. Every method may be called again after a crash and resume."""
+
+    run_id: str
+
+    async def load_checkpoint(self) -> LoopState | None:
+        """The last turn-boundary checkpoint of this invocation, or None (also when unreadable)."""
+
+    async def save_checkpoint(self, state: LoopState) -> None:
+        """Persist a turn-boundary checkpoint before anything that depends on it happens."""
+
+    async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Journal a decision (awaited before its effect); on replay return the journaled payload."""
+
+    async def approve(self, tool: str, args: dict[str, Any]) -> bool:
+        """Ask a human: suspends this branch (the run settles `suspended`) until resolved.
+
+        Returns True only for an explicit allow. The checkpoint must be saved before calling.
+        """
+
+    async def execute_tool(
+        self, tool: Tool, args: dict[str, Any], *, call_id: str, ordinal: int
+    ) -> Any:
+        """Run a validated tool call through its executor and the effect ledger; raise on failure."""
+
+    def emit(self, type: str, **data: Any) -> None:
+        """Telemetry only (agent:*, tool:* events); never journaled."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Backoff sleeps go through the host so tests control time."""

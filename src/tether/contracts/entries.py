@@ -1,0 +1,96 @@
+"""The journal entry envelope and run metadata, as every store persists them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.contracts.usage import Usage
+
+HASH_VERSION = 1
+"""The identity scheme entries are written with; `SUPPORTED_HASH_VERSIONS` may be read."""
+SUPPORTED_HASH_VERSIONS = frozenset({1})
+
+EntryKind = Literal[
+    "agent", "step", "child", "rand", "decision", "external", "approval", "resolution", "abandon",
+    "tree",
+]
+TWO_PHASE_KINDS = frozenset({"agent", "step", "child"})
+EntryStatus = Literal[
+    "running", "ok", "error", "limit", "cancelled", "exhausted", "suspended", "skipped",
+]
+RunStatus = Literal["running", "ok", "error", "cancelled", "exhausted", "suspended"]
+
+
+class JournalEntry(BaseModel):
+    """One journal record. Unknown fields written by newer versions are kept untouched."""
+
+    model_config = ConfigDict(extra="allow")
+
+    seq: int | None = None
+    ref: int | None = None
+    scope: str = ""
+    key: str = ""
+    ordinal: int = 0
+    kind: EntryKind
+    status: EntryStatus | None = None
+    label: str | None = None
+    value: Any = None
+    error: dict[str, Any] | None = None
+    usage: Usage | None = None
+    usage_by_model: dict[str, Usage] | None = None
+    served_by: str | None = None
+    provider_calls: int | None = None
+    checkpoint_ref: str | None = None
+    tool_budget: dict[str, Any] | None = None
+    memoized: bool | None = None
+    cost_usd: float | None = None
+    hash_version: int = HASH_VERSION
+    span_id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class RunMeta(BaseModel):
+    """What a store keeps about a run beside its journal (for listings and the CLI)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    workflow: str
+    status: RunStatus = "running"
+    args_hash: str | None = None
+    args: Any = None
+    budget_usd: float | None = None
+    created_at: float
+    updated_at: float
+    parent_run_id: str | None = None
+    segments: int = 1
+
+
+class LeaseOwner(BaseModel):
+    """Who drives a segment: a process on a host (so a dead owner on this host is provable)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    owner_id: str
+    host: str
+    pid: int
+    started_at: float
+    """Process start time (boot-relative clock ticks on Linux) to defeat pid reuse."""
+
+
+class Lease(BaseModel):
+    """The right to append to one run; `epoch` grows on every acquire and survives delete."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    owner: LeaseOwner
+    epoch: int
+    expires_at: float
+    ttl_s: float = Field(default=60.0)

@@ -1,0 +1,118 @@
+"""The error taxonomy: every exception tether raises is a `TetherError` with a code, a retry hint and data."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class TetherError(Exception):
+    """Base of every tether exception; `code` is stable, `data` carries the numbers behind the message."""
+
+    code: ClassVar[str] = "tether-error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data: dict[str, Any] = data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self.data))
+
+
+def _rebuild(cls: type[TetherError], message: str, data: dict[str, Any]) -> TetherError:
+    return cls(message, **data)
+
+
+class ConfigError(TetherError):
+    """The engine, a route, a store URL or an argument is misconfigured; nothing ran."""
+
+    code = "config"
+
+
+class NonSerializableValueError(TetherError):
+    """A value that must be journaled is not JSON-serializable; nothing was journaled."""
+
+    code = "non-serializable"
+
+
+class JournalCompatibilityError(TetherError):
+    """The journal was written by an incompatible version; the resume was refused before any effect."""
+
+    code = "journal-compatibility"
+
+
+class JournalMissError(TetherError):
+    """A replay-strict run reached a call that the journal does not hold."""
+
+    code = "journal-miss"
+
+
+class JournalOrderViolation(TetherError):
+    """An append broke the journal's order (stale seq, a ref to the future, a torn or corrupt record)."""
+
+    code = "journal-order"
+
+
+class JournalCorruptError(JournalOrderViolation):
+    """A stored journal cannot be read back (garbage in the middle of a file, a bad row)."""
+
+    code = "journal-corrupt"
+
+
+class JournalSealedError(TetherError):
+    """The run is settled; only resolutions and abandons may follow until a resume opens a segment."""
+
+    code = "journal-sealed"
+
+
+class BudgetExhaustedError(TetherError):
+    """A ceiling refused an agent, a turn or a spawn before money was spent."""
+
+    code = "budget-exhausted"
+
+
+class AdmissionRejectedError(TetherError):
+    """Admission refused an invocation for a reason other than money (spawn cap, containment)."""
+
+    code = "admission-rejected"
+
+
+class LeaseHeldError(TetherError):
+    """Another driver holds this run's lease, or this driver's lease was lost (stale epoch)."""
+
+    code = "lease-held"
+    retryable = True
+
+
+class PricingError(TetherError):
+    """A model has no valid price row and strict pricing forbids calling it."""
+
+    code = "pricing"
+
+
+class AgentCallError(TetherError):
+    """`ctx.agent` failed; `.error` holds the journaled `AgentError` value."""
+
+    code = "agent-call"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message, **data)
+        self.error = data.get("error")
+
+
+__all__ = [
+    "AdmissionRejectedError",
+    "AgentCallError",
+    "BudgetExhaustedError",
+    "ConfigError",
+    "JournalCompatibilityError",
+    "JournalCorruptError",
+    "JournalMissError",
+    "JournalOrderViolation",
+    "JournalSealedError",
+    "LeaseHeldError",
+    "NonSerializableValueError",
+    "PricingError",
+    "TetherError",
+]

@@ -1,0 +1,125 @@
+"""The seams: stores, models, executors and the budget hooks the agent loop sees."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
+from tether.contracts.events import ToolEffectRecord
+from tether.contracts.messages import ChatRequest
+from tether.contracts.signal import Signal
+from tether.contracts.stream import ChatEvent, ModelCaps
+from tether.contracts.usage import Usage
+
+
+@runtime_checkable
+class JournalStore(Protocol):
+    """Append-only per-run journals plus run metadata, blobs and the effect ledger.
+
+    `append` assigns `seq` (or checks the caller's `entry.seq` is the next one) atomically and
+    returns it. With a `lease`, an append whose epoch is stale or whose lease expired is
+    rejected (`LeaseHeldError`) and never becomes visible.
+    """
+
+    async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int: ...
+    async def append_many(
+        self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
+    ) -> list[int]: ...
+    async def load(self, run_id: str) -> list[JournalEntry]: ...
+    async def put_meta(self, meta: RunMeta) -> None: ...
+    async def get_meta(self, run_id: str) -> RunMeta | None: ...
+    async def list_runs(self, *, limit: int = 100) -> list[RunMeta]: ...
+    async def delete(self, run_id: str) -> None: ...
+    async def put_blob(self, key: str, data: bytes) -> None: ...
+    async def get_blob(self, key: str) -> bytes | None: ...
+    async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None: ...
+    async def load_effects(self, run_id: str) -> list[dict[str, Any]]: ...
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class LeasableStore(JournalStore, Protocol):
+    """A store that fences writers: one live segment per run."""
+
+    async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease: ...
+    async def renew(self, lease: Lease) -> Lease: ...
+    async def release(self, lease: Lease) -> None: ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A provider adapter. `id` is the adapter id (`"anthropic"`), `family` the raw-part family."""
+
+    id: str
+    family: str
+
+    def caps(self, model: str) -> ModelCaps: ...
+    def stream(self, request: ChatRequest, signal: Signal | None = None) -> AsyncIterator[ChatEvent]: ...
+
+
+class ExecRequest(BaseModel):
+    """One tool dispatch handed to an executor."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    target: str
+    """`module:qualname` of the tool function (out-of-process executors import it)."""
+    args: dict[str, Any]
+    timeout_s: float | None = None
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    idempotency_key: str = ""
+
+
+class ExecResult(BaseModel):
+    """What an executor observed: the JSON result or the error, and how the process ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    outcome: Literal["ok", "error", "timeout"]
+    value: Any = None
+    error: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    duration_ms: float = 0.0
+    workdir: str = ""
+    cwd: str | None = None
+    work_mount: str | None = None
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs one tool call somewhere (this process, a subprocess, a sandbox, a container)."""
+
+    name: str
+
+    async def run(self, request: ExecRequest, fn: Callable[..., Any] | None = None) -> ExecResult: ...
+
+
+ExposureWait = Literal["released", "drained", "aborted"]
+
+
+@runtime_checkable
+class BudgetHooks(Protocol):
+    """The only budget surface the agent loop sees (seed 001). `None` answers mean unbounded."""
+
+    signal: Signal | None
+
+    def before_turn(self) -> None:
+        """Layer 2: raise `BudgetExhaustedError` to block the next dispatch."""
+
+    def max_affordable_output_tokens(self, served_by: str, est_input: int) -> int | None: ...
+    def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None: ...
+    def admit_turn_exposure(
+        self, served_by: str, est_input: int, planned_output: int
+    ) -> Callable[[], None] | None: ...
+    async def await_exposure_release(self, signal: Signal | None = None) -> ExposureWait: ...
+    def live_exposure_usd(self) -> float: ...
+    def open_call_meter(self, served_by: str) -> Callable[[Usage], None] | None: ...
+    def remaining_usd(self) -> float | None: ...
+    def assert_priced_dispatch(self, served_by: str) -> None: ...
+    def on_usage(self, usage: Usage, served_by: str) -> None: ...

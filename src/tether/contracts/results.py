@@ -1,0 +1,68 @@
+"""Values an agent invocation produces: `AgentError`, `ToolBudgetSummary`, `AgentResult` (seeds 000, 002)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tether.contracts.stream import ErrorKind
+from tether.contracts.usage import Usage
+
+AgentStatus = Literal["ok", "error", "limit", "cancelled", "skipped"]
+Stage = Literal["loop", "summarize", "reserve-summary", "finalize", "extract"]
+
+
+class AgentError(BaseModel):
+    """The structured error on `AgentResult.error`, journaled in the terminal; a value, not an exception."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ErrorKind
+    message: str = ""
+    retryable: bool = False
+    retry_after_ms: int | None = None
+    reason: Literal["exposure-drained", "output-floor"] | None = None
+    stage: Stage | None = None
+    issues: list[dict[str, Any]] | None = None
+
+
+class ToolBudgetSummary(BaseModel):
+    """How close one invocation came to its tool budget (seed 000).
+
+    Durable on replay: `used`, `cap`, `extensions_granted`, `finalization_window_entered`.
+    Live-only (None after replay): `units_used`, `units_max`, `notices_fired`,
+    `finalization_reserve_used`, `limiter`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    used: int = 0
+    cap: int | None = None
+    units_used: float | None = None
+    units_max: float | None = None
+    extensions_granted: int | None = None
+    notices_fired: list[float] | None = None
+    finalization_reserve_used: bool | None = None
+    finalization_window_entered: bool | None = None
+    limiter: Literal["max_tool_calls", "tool_units"] | None = None
+
+
+class AgentResult(BaseModel):
+    """Everything one agent invocation produced."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: AgentStatus
+    output: Any = None
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    turns: int = 0
+    served_by: str | None = None
+    usage_by_model: dict[str, Usage] = {}
+    error: AgentError | None = None
+    tool_budget: ToolBudgetSummary | None = None
+    transcript_ref: str | None = None
+    agent_id: int | None = None
+    parent_agent_id: int | None = None
+    replayed: bool = False

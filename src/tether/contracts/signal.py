@@ -1,0 +1,63 @@
+"""A cancellation signal shared by a budget account, a run and the streams under them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+
+class Signal:
+    """Fires once with a reason; listeners and waiters learn of it (Python's AbortSignal)."""
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._event: asyncio.Event | None = None
+        self._listeners: list[Callable[[str], None]] = []
+
+    @property
+    def aborted(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def abort(self, reason: str) -> None:
+        if self._reason is not None:
+            return
+        self._reason = reason
+        if self._event is not None:
+            self._event.set()
+        for cb in list(self._listeners):
+            cb(reason)
+
+    def add_listener(self, cb: Callable[[str], None]) -> Callable[[], None]:
+        """Call `cb(reason)` when the signal fires (at once if it already has); returns an unsubscriber."""
+        if self._reason is not None:
+            cb(self._reason)
+            return lambda: None
+        self._listeners.append(cb)
+
+        def remove() -> None:
+            if cb in self._listeners:
+                self._listeners.remove(cb)
+
+        return remove
+
+    async def wait(self) -> str:
+        if self._event is None:
+            self._event = asyncio.Event()
+            if self._reason is not None:
+                self._event.set()
+        await self._event.wait()
+        assert self._reason is not None
+        return self._reason
+
+    @staticmethod
+    def any(*signals: Signal | None) -> Signal:
+        """A signal that fires when any of `signals` fires."""
+        combined = Signal()
+        for s in signals:
+            if s is not None:
+                s.add_listener(combined.abort)
+        return combined
