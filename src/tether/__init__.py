@@ -1,1 +1,83 @@
-"""tether."""
+"""tether: durable, budget-bounded, testable multi-agent LLM workflows.
+
+A workflow is a plain `async def` over `ctx`; every effect goes through `ctx` into an
+append-only journal, so a crashed or edited run resumes without paying twice.
+"""
+
+from tether import models, testing
+from tether.budget.accounts import Account
+from tether.contracts.errors import (
+    AdmissionRejectedError,
+    AgentCallError,
+    BudgetExhaustedError,
+    ConfigError,
+    JournalCompatibilityError,
+    JournalCorruptError,
+    JournalMissError,
+    JournalOrderViolation,
+    JournalSealedError,
+    LeaseHeldError,
+    NonSerializableValueError,
+    PricingError,
+    TetherError,
+)
+from tether.contracts.events import AgentEvent, Event, ToolEffectRecord
+from tether.contracts.prices import Price, Tier
+from tether.contracts.protocols import BudgetHooks
+from tether.contracts.results import AgentError, AgentResult, ToolBudgetSummary
+from tether.contracts.usage import Usage
+from tether.engine.ctx import BranchOutcome, Ctx
+from tether.engine.engine import Engine
+from tether.engine.handle import RunHandle
+from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
+from tether.engine.workflow import Workflow, workflow
+from tether.journal.cost import CostReport
+from tether.pricing import PriceTable
+from tether.routing import ModelSpec
+from tether.tools.definition import ModelRetry, Tool, tool
+from tether.tools.permissions import Permissions
+
+__all__ = [
+    "Account",
+    "AdmissionRejectedError",
+    "AgentCallError",
+    "AgentError",
+    "AgentEvent",
+    "AgentResult",
+    "BranchOutcome",
+    "BudgetExhaustedError",
+    "BudgetHooks",
+    "ConfigError",
+    "CostReport",
+    "Ctx",
+    "DroppedBranch",
+    "Engine",
+    "Event",
+    "JournalCompatibilityError",
+    "JournalCorruptError",
+    "JournalMissError",
+    "JournalOrderViolation",
+    "JournalSealedError",
+    "LeaseHeldError",
+    "ModelRetry",
+    "ModelSpec",
+    "NonSerializableValueError",
+    "Permissions",
+    "Price",
+    "PriceTable",
+    "PricingError",
+    "ReplayStats",
+    "RunHandle",
+    "RunOutcome",
+    "TetherError",
+    "Tier",
+    "Tool",
+    "ToolBudgetSummary",
+    "ToolEffectRecord",
+    "Usage",
+    "Workflow",
+    "models",
+    "testing",
+    "tool",
+    "workflow",
+]

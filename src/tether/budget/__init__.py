@@ -1,0 +1,1 @@
+"""Budgets: USD accounts, the three enforcement layers and the hooks the agent loop sees."""

@@ -46,6 +46,11 @@ class JournalEntry(BaseModel):
     tool_budget: dict[str, Any] | None = None
     memoized: bool | None = None
     cost_usd: float | None = None
+    phase: str | None = None
+    agent_id: int | None = None
+    parent_agent_id: int | None = None
+    agent_type: str | None = None
+    role: str | None = None
     hash_version: int = HASH_VERSION
     span_id: str | None = None
     started_at: float | None = None

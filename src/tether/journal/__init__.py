@@ -1,0 +1,1 @@
+"""The journal kernel: canonical JSON, identity, matching, the replay predicate and the folds."""

@@ -1,0 +1,24 @@
+"""The testing kit: the fake model, cassettes, replay-strict runs and conformance kits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.models.fake import FakeModel, Reply, ToolCall
+
+
+async def replay_strict(engine: Any, run_id: str, wf: Any = None, args: Any = None) -> Any:
+    """Resume `run_id` replay-strict: any would-be-live call fails the run, nothing is written."""
+    return await engine.resume(run_id, wf, args, dry_run=True)
+
+
+def __getattr__(name: str) -> Any:
+    # The cassette pulls in nothing heavy, but keep `import tether` lean and cycle-free.
+    if name == "cassette":
+        from tether.testing.cassette import cassette
+
+        return cassette
+    raise AttributeError(name)
+
+
+__all__ = ["FakeModel", "Reply", "ToolCall", "cassette", "replay_strict"]

@@ -1,0 +1,327 @@
+"""`Ctx`: the closed surface through which a workflow body performs every effect."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid as uuidlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+
+from tether.contracts.entries import JournalEntry
+from tether.contracts.errors import TetherError
+from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.segment import Abandoned, Segment
+from tether.engine.workflow import Workflow, as_workflow
+from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.scope import child_segment, join, parallel_segment
+
+if TYPE_CHECKING:
+    from tether.engine.agent_call import AgentCall
+
+
+class BranchOutcome(BaseModel):
+    """One branch of `ctx.parallel(..., settle=True)`."""
+
+    status: Literal["ok", "error", "skipped"]
+    value: Any = None
+    error: str | None = None
+
+
+class BudgetView:
+    """Live USD figures of the innermost account (`remaining()` is None without a ceiling)."""
+
+    def spent(self) -> float:
+        return CURRENT_FRAME.get().account.spent
+
+    def remaining(self) -> float | None:
+        return CURRENT_FRAME.get().account.remaining()
+
+
+def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
+    """Revalidate replayed values into the declared return type (pydantic models come back as models)."""
+    try:
+        hints = inspect.get_annotations(fn, eval_str=True)
+    except Exception:
+        return None
+    ret = hints.get("return")
+    if ret is None or ret is Any:
+        return None
+    try:
+        return TypeAdapter(ret)
+    except Exception:
+        return None
+
+
+def _revalidate(fn: Callable[..., Any], value: Any) -> Any:
+    adapter = _return_adapter(fn)
+    if adapter is None:
+        return value
+    try:
+        return adapter.validate_python(value)
+    except Exception:
+        return value
+
+
+class Ctx:
+    """Per-run context. Every method journals (or is telemetry only, like `log`)."""
+
+    def __init__(self, segment: Segment, agent_call: AgentCall) -> None:
+        self._seg = segment
+        self._agents = agent_call
+        self.budget = BudgetView()
+
+    @property
+    def run_id(self) -> str:
+        return self._seg.run_id
+
+    # -- host steps --------------------------------------------------------------------------
+    async def step(
+        self, label: str, fn: Callable[[], Any], *, key: str | None = None, deps: Sequence[Any] = ()
+    ) -> Any:
+        """Run `fn` once; after it completed, resumes serve its journaled result."""
+        frame = CURRENT_FRAME.get()
+        k = content_key({"kind": "step", "key": key or label, "deps": to_jsonable(list(deps))})
+        found = self._seg.lookup(frame.scope, k)
+        if found.action == "replay":
+            assert found.match and found.match.terminal
+            return _revalidate(fn, found.match.terminal.value)
+        self._seg.require_live(f"step {label!r}", frame.scope)
+        running = found.running or await self._seg.append(
+            self._entry(frame, "step", k, status="running", label=label)
+        )
+        try:
+            value = fn()
+            if inspect.isawaitable(value):
+                value = await value
+            stored = to_jsonable(value, what=f"the result of step {label!r}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._seg.append(self._terminal(frame, running, "error", error=_error_dict(exc)))
+            raise
+        await self._seg.append(self._terminal(frame, running, "ok", value=stored))
+        return value
+
+    # -- concurrency -------------------------------------------------------------------------
+    async def parallel(
+        self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool = False
+    ) -> list[Any]:
+        """Run branches concurrently, results in source order; `settle=True` never fails fast."""
+        frame = CURRENT_FRAME.get()
+        site = self._seg.next_counter(frame.scope, "par")
+        seg = self._seg
+
+        async def branch(i: int, thunk: Callable[[], Awaitable[Any]]) -> Any:
+            CURRENT_FRAME.set(frame.enter(join(frame.scope, parallel_segment(site, i))))
+            try:
+                return await thunk()
+            finally:
+                seg.branch_waiting(-1)
+
+        seg.branch_waiting(len(thunks))
+        tasks = [asyncio.create_task(branch(i, t)) for i, t in enumerate(thunks)]
+        seg.branch_waiting(-1)
+        try:
+            if settle:
+                done = await asyncio.gather(*tasks, return_exceptions=True)
+                return [self._settled(frame, site, i, r) for i, r in enumerate(done)]
+            return await self._fail_fast(frame, site, tasks)
+        finally:
+            seg.branch_waiting(+1)
+
+    async def _fail_fast(self, frame: Frame, site: int, tasks: list[asyncio.Task[Any]]) -> list[Any]:
+        try:
+            results = []
+            for i, t in enumerate(tasks):
+                try:
+                    results.append(await t)
+                except Abandoned as exc:
+                    self._seg.dropped.append(_dropped(frame, site, i, exc))
+                    results.append(None)
+            return results
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    def _settled(self, frame: Frame, site: int, i: int, r: Any) -> BranchOutcome:
+        if isinstance(r, Abandoned):
+            self._seg.dropped.append(_dropped(frame, site, i, r))
+            return BranchOutcome(status="skipped")
+        if isinstance(r, asyncio.CancelledError):
+            raise r
+        if isinstance(r, BaseException):
+            self._seg.dropped.append(_dropped(frame, site, i, r))
+            return BranchOutcome(status="error", error=f"{type(r).__name__}: {r}")
+        return BranchOutcome(status="ok", value=r)
+
+    # -- child workflows ---------------------------------------------------------------------
+    async def workflow(
+        self, child: Workflow | Callable[..., Awaitable[Any]], args: dict[str, Any] | None = None,
+        *, budget_fraction: float | None = None,
+    ) -> Any:
+        """Run a nested workflow in its own scope with a budget sub-account."""
+        wf = as_workflow(child)
+        args = dict(args or {})
+        frame = CURRENT_FRAME.get()
+        inner = join(frame.scope, child_segment(wf.name, self._seg.next_counter(frame.scope, f"wf:{wf.name}")))
+        k = content_key({"kind": "child", "workflow": wf.name, "args": to_jsonable(args, what="child args")})
+        found = self._seg.lookup(frame.scope, k)
+        if found.action == "replay":
+            assert found.match and found.match.terminal
+            self._seg.events.emit("child:end", replayed=True, workflow=wf.name, status="ok")
+            return _revalidate(wf.fn, found.match.terminal.value)
+        self._seg.require_live(f"child workflow {wf.name!r}", frame.scope)
+        running = found.running
+        ceiling = None
+        if running is not None and isinstance(running.value, dict):
+            ceiling = running.value.get("ceiling")
+        account = frame.account.child(budget_fraction, name=inner, ceiling=ceiling)
+        account.restore(self._seg.engine.spent_under(self._seg.index.entries, inner))
+        if running is None:
+            running = await self._seg.append(self._entry(
+                frame, "child", k, status="running", label=wf.name,
+                value={"inner_scope": inner, "workflow": wf.name, "ceiling": account.ceiling},
+            ))
+        self._seg.events.emit("child:start", workflow=wf.name, scope=inner)
+        token = CURRENT_FRAME.set(frame.enter(inner, account=account, workflow=wf.name))
+        try:
+            value = await wf.fn(self, **args)
+            stored = to_jsonable(value, what=f"the result of child workflow {wf.name!r}")
+        except (asyncio.CancelledError, Abandoned):
+            raise
+        except Exception as exc:
+            status = "exhausted" if getattr(exc, "code", "") == "budget-exhausted" else "error"
+            await self._seg.append(self._terminal(frame, running, status, error=_error_dict(exc)))
+            raise
+        finally:
+            CURRENT_FRAME.reset(token)
+        await self._seg.append(self._terminal(frame, running, "ok", value=stored))
+        self._seg.events.emit("child:end", workflow=wf.name, status="ok")
+        return value
+
+    # -- suspension --------------------------------------------------------------------------
+    async def await_external(self, key: str, *, schema: Any = None) -> Any:
+        """Suspend this branch until a value for `key` arrives (human in the loop)."""
+        frame = CURRENT_FRAME.get()
+        k = content_key({"kind": "external", "key": key})
+        found = self._seg.lookup(frame.scope, k)
+        adapter = _schema_adapter(schema)
+        if found.match is not None:
+            entry = found.match.entry
+        else:
+            self._seg.require_live(f"await_external({key!r})", frame.scope)
+            entry = await self._seg.append(self._entry(
+                frame, "external", k, status="suspended", label=key, value={"key": key},
+            ))
+        return await self._suspend(frame, entry, key, adapter, "external:waiting")
+
+    async def _suspend(
+        self, frame: Frame, entry: JournalEntry, key: str, adapter: TypeAdapter[Any] | None,
+        event: Literal["external:waiting", "approval:pending"],
+    ) -> Any:
+        assert entry.seq is not None
+        closer = self._seg.index.closer(entry.seq)
+        if closer is not None and closer.kind == "abandon":
+            self._seg.stats.skipped += 1
+            raise Abandoned(frame.scope, entry.seq)
+        if closer is not None:
+            value = closer.value
+        else:
+            self._seg.events.emit(event, key=key)  # type: ignore[arg-type]
+            value = await self._seg.park(key, entry.seq)
+        return adapter.validate_python(value) if adapter is not None else value
+
+    # -- phases, logs, time and randomness ------------------------------------------------------
+    @asynccontextmanager
+    async def phase(self, name: str) -> AsyncIterator[None]:
+        """Name a section for events and cost attribution; never changes identity."""
+        frame = CURRENT_FRAME.get()
+        token = CURRENT_FRAME.set(frame.enter(frame.scope, phase=name))
+        self._seg.events.emit("phase:start", phase=name)
+        try:
+            yield
+        finally:
+            CURRENT_FRAME.reset(token)
+
+    def log(self, level: str, msg: str, **data: Any) -> None:
+        """Telemetry only; never journaled."""
+        self._seg.events.emit("log", level=level, msg=msg, **data)
+
+    def _rand(self, subtype: str, key: str | None, make: Callable[[], Any]) -> Any:
+        frame = CURRENT_FRAME.get()
+        ident: dict[str, Any] = {"kind": "rand", "subtype": subtype}
+        if key is not None:
+            ident["key"] = key
+        k = content_key(ident)
+        found = self._seg.lookup(frame.scope, k)
+        if found.action == "replay":
+            assert found.match
+            return found.match.entry.value
+        self._seg.require_live(f"ctx.{subtype}()", frame.scope)
+        value = make()
+        # Written before the next journal append: any effect that depends on it is journaled after it.
+        self._seg.defer(self._entry(frame, "rand", k, value=value, label=subtype))
+        return value
+
+    def now(self) -> float:
+        """Journaled wall-clock time (epoch seconds): the same value on every replay."""
+        return float(self._rand("now", None, self._seg.engine.clock))
+
+    def random(self, key: str | None = None) -> float:
+        """A journaled random float in [0, 1)."""
+        return float(self._rand("random", key, self._seg.engine.rng.random))
+
+    def uuid(self) -> str:
+        """A journaled UUID4 string."""
+        rng = self._seg.engine.rng
+        return str(self._rand("uuid", None, lambda: str(uuidlib.UUID(int=rng.getrandbits(128), version=4))))
+
+    # -- agents ------------------------------------------------------------------------------
+    async def agent(self, prompt: str, **options: Any) -> Any:
+        """One agent invocation: a journaled, budgeted tool loop (see docs/agents.md)."""
+        return await self._agents.call(prompt, **options)
+
+    async def orchestrate(self, goal: str, **options: Any) -> Any:
+        """A dynamic orchestrator agent with a `spawn_agent` tool (see docs/agent-trees.md)."""
+        return await self._agents.orchestrate(goal, **options)
+
+    # -- entry builders ----------------------------------------------------------------------
+    def _entry(self, frame: Frame, kind: Any, key: str, **fields: Any) -> JournalEntry:
+        return JournalEntry(
+            kind=kind, scope=frame.scope, key=key, ordinal=self._seg.index.next_ordinal(frame.scope, key),
+            phase=frame.phase, started_at=self._seg.engine.clock(), **fields,
+        )
+
+    def _terminal(self, frame: Frame, running: JournalEntry, status: Any, **fields: Any) -> JournalEntry:
+        return JournalEntry(
+            kind=running.kind, ref=running.seq, scope=running.scope, key=running.key,
+            ordinal=running.ordinal, status=status, label=running.label, phase=frame.phase,
+            ended_at=self._seg.engine.clock(), **fields,
+        )
+
+
+def _schema_adapter(schema: Any) -> TypeAdapter[Any] | None:
+    if schema is None or isinstance(schema, dict):
+        return None
+    return TypeAdapter(schema)
+
+
+def _error_dict(exc: BaseException) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, TetherError):
+        out["code"] = exc.code
+    return out
+
+
+def _dropped(frame: Frame, site: int, i: int, exc: BaseException) -> Any:
+    from tether.engine.outcome import DroppedBranch
+
+    scope = join(frame.scope, parallel_segment(site, i))
+    seq = exc.seq if isinstance(exc, Abandoned) else None
+    return DroppedBranch(scope=scope, seq=seq, error=_error_dict(exc))

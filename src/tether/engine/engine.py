@@ -1,0 +1,250 @@
+"""`Engine`: registries (models, prices, workflows, profiles), the store, and the run API."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from ulid import ULID
+
+from tether.contracts.entries import JournalEntry, RunMeta
+from tether.contracts.errors import ConfigError, JournalSealedError
+from tether.contracts.events import AgentEvent, ToolEffectRecord
+from tether.contracts.prices import Price
+from tether.contracts.protocols import ChatModel, JournalStore
+from tether.engine.agent_call import AgentProfile
+from tether.engine.events import EventStream
+from tether.engine.handle import RunHandle
+from tether.engine.outcome import RunOutcome
+from tether.engine.runner import RunOptions, drive, spent_under
+from tether.engine.segment import suspension_key
+from tether.engine.tool_runner import ToolRunner
+from tether.engine.workflow import Workflow, as_workflow
+from tether.journal.cost import CostReport, fold_cost
+from tether.journal.matching import JournalIndex
+from tether.pricing import PriceTable
+from tether.routing import ModelLike, Router
+
+DEFAULT_STORE = "sqlite:///.tether/tether.db"
+STORE_SCHEMES = ("memory://", "jsonl://", "sqlite://", "postgresql://", "postgres://")
+
+
+class Engine:
+    """An embeddable engine. Registries hang off the instance; nothing is module-global."""
+
+    def __init__(
+        self,
+        models: Sequence[ChatModel] = (),
+        store: str | JournalStore = DEFAULT_STORE,
+        routing: Mapping[str, ModelLike] | None = None,
+        prices: PriceTable | Mapping[str, Price] | None = None,
+        concurrency: int = 12,
+        *,
+        workflows: Sequence[Workflow] = (),
+        profiles: Mapping[str, AgentProfile] | None = None,
+        lease_ttl_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        self.adapters: dict[str, ChatModel] = {}
+        for m in models:
+            if m.id in self.adapters:
+                raise ConfigError(f"two adapters share the id {m.id!r}; give one a different id")
+            self.adapters[m.id] = m
+        self.router = Router(self.adapters, dict(routing or {}))
+        self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices or {})
+        self.concurrency = concurrency
+        self.workflows: dict[str, Workflow] = {w.name: w for w in workflows}
+        self.workflow_models: dict[str, ModelLike] = {}
+        self.profiles: dict[str, AgentProfile] = dict(profiles or {})
+        self.lease_ttl_s = lease_ttl_s
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.sleep = sleep
+        self.tool_runner = ToolRunner()
+        self._store_spec = store
+        self._store: JournalStore | None = None
+        if isinstance(store, str) and not store.startswith(STORE_SCHEMES):
+            raise ConfigError(
+                f"unknown store URL {store!r}; use one of: memory://, jsonl:///dir, "
+                f"sqlite:///path.db, postgresql://user@host/db, or pass a store object",
+                url=store,
+            )
+
+    # -- registries --------------------------------------------------------------------------
+    def register(self, wf: Workflow | Callable[..., Awaitable[Any]], *, model: ModelLike | None = None) -> Workflow:
+        """Register a workflow by name (so `resume` and the CLI can find it); `model` = its default."""
+        w = as_workflow(wf)
+        self.workflows[w.name] = w
+        if model is not None:
+            self.workflow_models[w.name] = model
+        return w
+
+    def profile(self, agent_type: str, **options: Any) -> None:
+        """Register an agent profile: defaults for every `ctx.agent(..., agent_type=...)`."""
+        self.profiles[agent_type] = AgentProfile(**options)
+
+    def workflow_model(self, name: str) -> ModelLike | None:
+        return self.workflow_models.get(name)
+
+    def price_of(self, ref: str) -> Price | None:
+        """The price row for `adapter:model`: the table first, then what the adapter itself knows."""
+        row = self.prices.get(ref)
+        if row is not None:
+            return row
+        adapter_id, _, name = ref.partition(":")
+        adapter = self.adapters.get(adapter_id)
+        return adapter.caps(name).price if adapter is not None else None
+
+    spent_under = staticmethod(spent_under)
+
+    async def store(self) -> JournalStore:
+        if self._store is None:
+            from tether.stores import open_store
+
+            self._store = open_store(self._store_spec)
+        return self._store
+
+    async def close(self) -> None:
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    # -- running -----------------------------------------------------------------------------
+    def start(
+        self, wf: Workflow | Callable[..., Awaitable[Any]] | str, args: Mapping[str, Any] | None = None,
+        *, run_id: str | None = None, budget_usd: float | None = None, containment: Any = None,
+        deadline_s: float | None = None, max_in_flight_exposure_usd: float | None = None,
+        strict_pricing: bool = False,
+    ) -> RunHandle:
+        """Start a run and return its handle at once (a known `run_id` resumes that run)."""
+        opts = RunOptions(budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
+                          max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing)
+        return self._launch(self._workflow(wf), dict(args) if args is not None else {}, run_id or str(ULID()), opts)
+
+    def _launch(self, wf: Workflow, args: dict[str, Any] | None, run_id: str, opts: RunOptions) -> RunHandle:
+        if budget := opts.budget_usd:
+            if budget < 0:
+                raise ConfigError(f"budget_usd must be >= 0, got {budget}")
+        events = EventStream(run_id)
+        handle = RunHandle(run_id, events, self)
+        handle._bind(asyncio.get_running_loop().create_task(drive(self, handle, events, wf, args, opts)))
+        return handle
+
+    async def run(self, wf: Workflow | Callable[..., Awaitable[Any]] | str,
+                  args: Mapping[str, Any] | None = None, **options: Any) -> RunOutcome:
+        """Start a run and wait for its outcome."""
+        return await self.start(wf, args, **options)
+
+    def run_sync(self, wf: Workflow | Callable[..., Awaitable[Any]] | str,
+                 args: Mapping[str, Any] | None = None, **options: Any) -> RunOutcome:
+        """`run` for scripts without an event loop."""
+        async def main() -> RunOutcome:
+            try:
+                return await self.run(wf, args, **options)
+            finally:
+                await self.close()
+
+        return asyncio.run(main())
+
+    async def resume(
+        self, run_id: str, wf: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
+        args: Mapping[str, Any] | None = None, *, dry_run: bool = False, invalidate: Sequence[int] = (),
+        budget_usd: float | None = None, strict_pricing: bool = False,
+    ) -> RunOutcome:
+        """Resume a run from its journal; completed calls replay with zero provider calls."""
+        store = await self.store()
+        meta = await store.get_meta(run_id)
+        if wf is None:
+            name = meta.workflow if meta is not None else None
+            if name is None or name not in self.workflows:
+                raise ConfigError(
+                    f"cannot resume {run_id!r}: workflow {name!r} is not registered; pass it to "
+                    f"resume() or engine.register() it",
+                    run_id=run_id,
+                )
+            wf = self.workflows[name]
+        opts = RunOptions(budget_usd=budget_usd, strict_pricing=strict_pricing, dry_run=dry_run,
+                          invalidate=tuple(invalidate))
+        return await self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts)
+
+    def _workflow(self, wf: Workflow | Callable[..., Awaitable[Any]] | str) -> Workflow:
+        if isinstance(wf, str):
+            if wf not in self.workflows:
+                raise ConfigError(f"no workflow named {wf!r} is registered; known: {sorted(self.workflows)}")
+            return self.workflows[wf]
+        w = as_workflow(wf)
+        self.workflows.setdefault(w.name, w)
+        return w
+
+    # -- closing suspensions of settled runs --------------------------------------------------
+    async def resolve_external(self, run_id: str, key: str, value: Any) -> bool:
+        """Durably resolve a suspension of a settled run; False when it was already closed."""
+        return await self._close(run_id, "resolution", key, value)
+
+    async def abandon(self, run_id: str, key_or_seq: str | int, reason: str = "") -> bool:
+        """Abandon a suspension (by key) or an entry (by seq) and everything scoped under it."""
+        return await self._close(run_id, "abandon", key_or_seq, {"reason": reason})
+
+    async def _close(self, run_id: str, kind: str, target_ref: str | int, value: Any) -> bool:
+        store = await self.store()
+        entries = await store.load(run_id)
+        if not entries:
+            raise ConfigError(f"no run {run_id!r} in this store")
+        index = JournalIndex.build(entries)
+        target = _find_target(index, target_ref)
+        if target is None:
+            if kind == "resolution" and any(suspension_key(e) == target_ref for e in index.suspensions()):
+                return False  # already closed: the first valid closer won
+            if isinstance(target_ref, int) and target_ref in index.by_seq and kind == "abandon":
+                target = index.by_seq[target_ref]
+            else:
+                raise ConfigError(f"run {run_id!r} has no open suspension or entry {target_ref!r}")
+        if kind == "resolution" and target.kind not in ("external", "approval"):
+            raise JournalSealedError(f"seq {target.seq} is a {target.kind} entry, not a suspension")
+        from tether.engine.runner import leased
+
+        async with leased(self, run_id, False) as lease:
+            await store.append(run_id, JournalEntry(
+                kind=kind, ref=target.seq, scope=target.scope, key=target.key,  # type: ignore[arg-type]
+                value=value, started_at=self.clock(),
+            ), lease)
+        return True
+
+    # -- read side ---------------------------------------------------------------------------
+    async def runs(self, limit: int = 100) -> list[RunMeta]:
+        return await (await self.store()).list_runs(limit=limit)
+
+    async def inspect(self, run_id: str) -> list[JournalEntry]:
+        return await (await self.store()).load(run_id)
+
+    async def cost(self, run_id: str) -> CostReport:
+        return fold_cost(await self.inspect(run_id))
+
+    async def agent_events(self, run_id: str) -> list[AgentEvent]:
+        from tether.journal.tree import fold_agent_events
+
+        return fold_agent_events(await self.inspect(run_id))
+
+    async def effect_ledger(self, run_id: str) -> list[ToolEffectRecord]:
+        from tether.tools.ledger import records
+
+        return await records(await self.store(), run_id)
+
+
+def _find_target(index: JournalIndex, ref: str | int) -> JournalEntry | None:
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        e = index.by_seq.get(int(ref))
+        if e is not None and (e.kind not in ("external", "approval") or e.seq not in index.closer_of):
+            return e
+        return None
+    for e in index.open_suspensions():
+        if suspension_key(e) == ref:
+            return e
+    return None

@@ -1,0 +1,27 @@
+"""Where the running code is: its scope path, phase, budget account and agent parent."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+
+from tether.budget.accounts import Account
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Per-branch position. Scope comes from call structure only; phase never changes identity."""
+
+    scope: str
+    account: Account
+    phase: str | None = None
+    agent_id: int | None = None
+    depth: int = 0
+    workflow: str = ""
+
+    def enter(self, scope: str, **changes: object) -> Frame:
+        return replace(self, scope=scope, **changes)  # type: ignore[arg-type]
+
+
+# One context variable for the process; its *values* are per task, so concurrent runs never share.
+CURRENT_FRAME: ContextVar[Frame] = ContextVar("tether_frame")

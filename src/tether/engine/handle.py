@@ -1,0 +1,73 @@
+"""`RunHandle`: a started run you can await, watch, cancel and feed external values."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from tether.contracts.events import Event
+from tether.engine.events import EventStream
+from tether.engine.outcome import RunOutcome
+
+if TYPE_CHECKING:
+    from tether.engine.engine import Engine
+    from tether.engine.segment import Segment
+
+
+class RunHandle:
+    """Returned by `engine.start(...)` at once; `await handle` gives the `RunOutcome`."""
+
+    def __init__(self, run_id: str, events: EventStream, engine: Engine) -> None:
+        self.run_id = run_id
+        self._engine = engine
+        self._events = events
+        self._task: asyncio.Task[RunOutcome] | None = None
+        self._segment: Segment | None = None
+        self._cancel_reason: str | None = None
+        self._early: list[tuple[str, Any]] = []
+
+    def _bind(self, task: asyncio.Task[RunOutcome]) -> None:
+        self._task = task
+
+    def _attach(self, segment: Segment) -> None:
+        self._segment = segment
+        if self._cancel_reason is not None:
+            segment.cancel.abort(self._cancel_reason)
+        for key, value in self._early:
+            segment.pending_writes.append(asyncio.ensure_future(segment.resolve(key, value)))
+
+    async def result(self) -> RunOutcome:
+        assert self._task is not None
+        return await asyncio.shield(self._task)
+
+    def __await__(self) -> Generator[Any, None, RunOutcome]:
+        return self.result().__await__()
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    @property
+    def events(self) -> AsyncIterator[Event]:
+        """All events of the run, from the start, until `run:end`."""
+        return self._events.subscribe()
+
+    def on(self, type: str, callback: Callable[[Event], Any]) -> None:
+        """Call `callback(event)` for every future event of `type` (`"*"`, `"agent:*"` work too)."""
+        self._events.on(type, callback)
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop the run: branches are cancelled, the run settles `cancelled`."""
+        self._cancel_reason = reason
+        if self._segment is not None:
+            self._segment.cancel.abort(reason)
+
+    async def resolve_external(self, key: str, value: Any) -> bool:
+        """Resolve a suspension of this run (live, or durably once settled); False if already closed."""
+        if self._segment is None:
+            self._early.append((key, value))
+            return True
+        if self.done:
+            return await self._engine.resolve_external(self.run_id, key, value)
+        return await self._segment.resolve(key, value)

@@ -1,0 +1,128 @@
+"""`EngineLoopHost`: the engine's side of the agent-loop seam (checkpoints, decisions, approvals, tools)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from tether.contracts.entries import JournalEntry
+from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.journal.canonical import content_key, to_jsonable
+
+if TYPE_CHECKING:
+    from tether.agents.state import LoopState
+    from tether.engine.ctx import Ctx
+    from tether.engine.segment import Segment
+    from tether.tools.definition import Tool
+
+
+class EngineLoopHost:
+    """Binds one agent invocation (its `running` entry) to the journal, the blob area and events."""
+
+    def __init__(self, seg: Segment, ctx: Ctx, running: JournalEntry, frame: Frame) -> None:
+        assert running.seq is not None
+        self.seg = seg
+        self.ctx = ctx
+        self.run_id = seg.run_id
+        self.running = running
+        self.agent_seq = running.seq
+        self.frame = frame  # the agent's own scope (agent:<seq>)
+        self.checkpoint_key = f"{seg.run_id}/checkpoints/{running.seq}"
+        self.checkpoints = 0
+
+    async def load_checkpoint(self) -> LoopState | None:
+        from tether.agents.state import LoopState
+
+        data = await self.seg.store.get_blob(self.checkpoint_key)
+        if data is None:
+            return None
+        try:
+            return LoopState.model_validate_json(data)
+        except (ValidationError, ValueError):
+            return None  # an unreadable checkpoint is never trusted: the agent starts over
+
+    async def save_checkpoint(self, state: LoopState) -> None:
+        if self.seg.dry_run:
+            return
+        await asyncio.shield(self.seg.store.put_blob(self.checkpoint_key, state.model_dump_json().encode()))
+        self.checkpoints += 1
+
+    async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        scope = self.frame.scope
+        key = content_key({"kind": "decision", "decision": name})
+        found = self.seg.lookup(scope, key)
+        if found.action == "replay" and found.match is not None:
+            value = found.match.entry.value or {}
+            return dict(value.get("payload") or {})
+        self.seg.require_live(f"decision {name!r}", scope)
+        await self.seg.append(JournalEntry(
+            kind="decision", scope=scope, key=key, ordinal=self.seg.index.next_ordinal(scope, key),
+            label=name, value={"decision": name, "payload": to_jsonable(payload)},
+            agent_id=self.running.agent_id, started_at=self.seg.engine.clock(),
+        ))
+        return payload
+
+    async def approve(self, tool: str, args: dict[str, Any]) -> bool:
+        scope = self.frame.scope
+        key = content_key({"kind": "approval", "tool": tool, "input": to_jsonable(args)})
+        found = self.seg.lookup(scope, key)
+        if found.match is not None:
+            entry = found.match.entry
+        else:
+            self.seg.require_live(f"approval for {tool!r}", scope)
+            ordinal = self.seg.index.next_ordinal(scope, key)
+            human = f"approval:{self.agent_seq}:{tool}:{ordinal}"
+            entry = await self.seg.append(JournalEntry(
+                kind="approval", scope=scope, key=key, ordinal=ordinal, status="suspended",
+                label=tool, value={"key": human, "tool": tool, "args": to_jsonable(args)},
+                agent_id=self.running.agent_id, started_at=self.seg.engine.clock(),
+            ))
+        human_key = str((entry.value or {}).get("key"))
+        value = await self.ctx._suspend(self.frame, entry, human_key, None, "approval:pending")
+        return is_allow(value)
+
+    async def execute_tool(self, tool: Tool, args: dict[str, Any], *, call_id: str, ordinal: int) -> Any:
+        token = CURRENT_FRAME.set(self.frame)
+        try:
+            return await self.seg.engine.tool_runner.run(
+                self.seg, tool, args, agent_seq=self.agent_seq, ordinal=ordinal, call_id=call_id,
+            )
+        finally:
+            CURRENT_FRAME.reset(token)
+
+    def emit(self, type: str, **data: Any) -> None:
+        data.setdefault("agent_id", self.running.agent_id)
+        data.setdefault("label", self.running.label)
+        self.seg.events.emit(type, span_id=f"agent-{self.agent_seq}", **data)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.seg.engine.sleep(seconds)
+
+
+def is_allow(value: Any) -> bool:
+    """Only an explicit allow allows; anything else is a deny."""
+    if value is True or (isinstance(value, str) and value.lower() in ("allow", "approve", "yes")):
+        return True
+    if isinstance(value, dict):
+        return is_allow(value.get("decision", value.get("allow")))
+    return False
+
+
+async def call_tool_fn(tool: Tool, args: dict[str, Any], **extra: Any) -> Any:
+    """Call a tool's function in this process (sync functions run in a thread)."""
+    fn = tool.fn
+    params = inspect.signature(fn).parameters
+    kwargs = dict(args)
+    for name, value in extra.items():
+        if name in params:
+            kwargs[name] = value
+    if inspect.iscoroutinefunction(fn):
+        coro = fn(**kwargs)
+    else:
+        coro = asyncio.to_thread(fn, **kwargs)
+    if tool.timeout_s:
+        return await asyncio.wait_for(coro, tool.timeout_s)
+    return await coro

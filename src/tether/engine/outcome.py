@@ -1,0 +1,51 @@
+"""`RunOutcome`: how a run (or a resume of it) ended, with what it cost and what it lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.contracts.entries import RunStatus
+from tether.contracts.usage import Usage
+from tether.journal.cost import CostReport
+
+
+class ReplayStats(BaseModel):
+    """What a segment did with the journal it found."""
+
+    hits: int = 0
+    misses: int = 0
+    reruns: int = 0
+    skipped: int = 0
+    orphaned: list[str] = Field(default_factory=list)
+
+
+class DroppedBranch(BaseModel):
+    """A branch whose result was lost (an agent with `on_error="none"`, a settled parallel branch)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: str
+    seq: int | None = None
+    error: dict[str, Any] | None = None
+
+
+class RunOutcome(BaseModel):
+    """The typed end of a run. Exhaustion and suspension are outcomes, never a bare None."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run_id: str
+    status: RunStatus
+    value: Any = None
+    error: Any = None
+    cost: CostReport = Field(default_factory=CostReport)
+    usage: Usage = Usage()
+    dropped: list[DroppedBranch] = Field(default_factory=list)
+    pending: list[str] = Field(default_factory=list)
+    replay: ReplayStats = Field(default_factory=ReplayStats)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"

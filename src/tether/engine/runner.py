@@ -1,0 +1,243 @@
+"""Drives one segment of a run: load, check, lease, fold, run the body, settle, seal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tether.budget.accounts import Account
+from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, Lease, RunMeta, RunStatus
+from tether.contracts.errors import (
+    BudgetExhaustedError,
+    JournalCompatibilityError,
+    TetherError,
+)
+from tether.contracts.protocols import LeasableStore
+from tether.engine.agent_call import AgentCall
+from tether.engine.ctx import Ctx
+from tether.engine.events import EventStream
+from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.outcome import RunOutcome
+from tether.engine.segment import Segment, suspension_key
+from tether.engine.workflow import Workflow
+from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.cost import fold_cost
+from tether.journal.matching import JournalIndex
+
+if TYPE_CHECKING:
+    from tether.engine.engine import Engine
+    from tether.engine.handle import RunHandle
+
+GENESIS_KEY = content_key({"kind": "decision", "decision": "genesis"})
+SETTLE_KEY = content_key({"kind": "decision", "decision": "settle"})
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    budget_usd: float | None = None
+    containment: Any = None
+    deadline_s: float | None = None
+    max_in_flight_exposure_usd: float | None = None
+    strict_pricing: bool = False
+    dry_run: bool = False
+    invalidate: tuple[int, ...] = ()
+
+
+def check_compatibility(run_id: str, entries: list[JournalEntry]) -> None:
+    """All or refusal: one entry outside the supported window refuses the whole resume."""
+    for e in entries:
+        if e.hash_version not in SUPPORTED_HASH_VERSIONS:
+            raise JournalCompatibilityError(
+                f"run {run_id!r}: entry seq {e.seq} has hash_version {e.hash_version}, but this "
+                f"tether reads {sorted(SUPPORTED_HASH_VERSIONS)}. Resume it with the tether version "
+                f"that wrote it; nothing was changed.",
+                run_id=run_id, seq=e.seq, hash_version=e.hash_version,
+            )
+
+
+def spent_under(entries: list[JournalEntry], scope: str | None) -> float:
+    """Spend folded from terminal entries only (under `scope`, or the whole run for None)."""
+    from tether.journal.scope import is_under
+
+    total = 0.0
+    for e in entries:
+        if e.ref is not None and e.kind == "agent" and e.cost_usd and (scope is None or is_under(e.scope, scope)):
+            total += e.cost_usd
+    return total
+
+
+@contextlib.asynccontextmanager
+async def leased(engine: Engine, run_id: str, dry_run: bool) -> AsyncIterator[Lease | None]:
+    """Hold the run's lease for the segment, renewing at a third of the TTL."""
+    store = await engine.store()
+    if dry_run or not isinstance(store, LeasableStore):
+        yield None
+        return
+    from tether.stores.leases import current_owner
+
+    lease = await store.acquire(run_id, current_owner(), engine.lease_ttl_s)
+    holder = {"lease": lease}
+
+    async def renew() -> None:
+        while True:
+            await asyncio.sleep(engine.lease_ttl_s / 3)
+            holder["lease"] = await store.renew(holder["lease"])
+
+    task = asyncio.create_task(renew())
+    try:
+        yield lease
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        with contextlib.suppress(TetherError):
+            await store.release(holder["lease"])
+
+
+async def drive(
+    engine: Engine, handle: RunHandle, events: EventStream, wf: Workflow, args: dict[str, Any] | None,
+    opts: RunOptions,
+) -> RunOutcome:
+    store = await engine.store()
+    run_id = handle.run_id
+    entries = await store.load(run_id)
+    check_compatibility(run_id, entries)
+    meta = await store.get_meta(run_id)
+    if args is None:
+        args = dict(meta.args) if meta is not None and isinstance(meta.args, dict) else {}
+    args_json = to_jsonable(args, what="workflow args")
+    index = JournalIndex.build(entries, opts.invalidate)
+    genesis = next((e for e in entries if e.key == GENESIS_KEY and e.scope == ""), None)
+    budget = opts.budget_usd
+    if budget is None and genesis is not None and isinstance(genesis.value, dict):
+        budget = genesis.value.get("budget_usd")
+    root = Account(budget, name="run")
+    root.restore(spent_under(entries, None))
+    async with leased(engine, run_id, opts.dry_run) as lease:
+        seg = Segment(
+            engine=engine, run_id=run_id, workflow=wf.name, store=store, index=index, events=events,
+            root=root, dry_run=opts.dry_run, lease=lease, strict_pricing=opts.strict_pricing,
+            agent_slots=asyncio.Semaphore(engine.concurrency),
+        )
+        agents = AgentCall(seg)
+        ctx = Ctx(seg, agents)
+        agents.ctx = ctx
+        handle._attach(seg)
+        if seg.index.match("", GENESIS_KEY) is None and not opts.dry_run:
+            seg.defer(JournalEntry(
+                kind="decision", key=GENESIS_KEY, label="genesis", started_at=engine.clock(),
+                value={"decision": "genesis", "workflow": wf.name, "args_hash": content_key(args_json),
+                       "budget_usd": budget},
+            ))
+        if not opts.dry_run:
+            now = engine.clock()
+            await store.put_meta(RunMeta(
+                run_id=run_id, workflow=wf.name, status="running", args_hash=content_key(args_json),
+                args=args_json, budget_usd=budget, created_at=meta.created_at if meta else now,
+                updated_at=now, segments=(meta.segments + 1) if meta else 1,
+            ))
+        events.emit("run:start", workflow=wf.name, resumed=bool(entries))
+        status, value, error = await _run_body(seg, ctx, wf, args, root, opts)
+        outcome = await _settle(seg, status, value, error, meta)
+    events.emit("run:end", status=outcome.status, cost=outcome.cost.total_usd)
+    events.close()
+    return outcome
+
+
+async def _run_body(
+    seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], root: Account, opts: RunOptions
+) -> tuple[RunStatus, Any, Any]:
+    frame = Frame(scope="", account=root, workflow=wf.name)
+
+    async def body() -> Any:
+        CURRENT_FRAME.set(frame)
+        return await wf.fn(ctx, **args)
+
+    task = asyncio.create_task(body())
+    parked = asyncio.create_task(seg.all_parked.wait())
+    cancelled = asyncio.create_task(seg.cancel.wait())
+    waiters: set[asyncio.Task[Any]] = {task, parked, cancelled}
+    try:
+        await asyncio.wait(waiters, timeout=opts.deadline_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        parked.cancel()
+        cancelled.cancel()
+    if not task.done():
+        reason = "suspended" if seg.all_parked.is_set() else ("cancelled" if seg.cancel.aborted else "deadline")
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        if reason == "suspended":
+            return "suspended", None, None
+        return "cancelled", None, {"type": "Cancelled", "message": seg.cancel.reason or reason}
+    exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
+    if exc is None:
+        value = task.result()
+        status: RunStatus = "exhausted" if root.signal.aborted else "ok"
+        return status, value, None
+    if isinstance(exc, BudgetExhaustedError):
+        return "exhausted", None, exc
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled", None, {"type": "Cancelled", "message": seg.cancel.reason or "cancelled"}
+    from tether.engine.segment import Abandoned
+
+    if isinstance(exc, Abandoned):
+        return "cancelled", None, exc
+    return "error", None, exc
+
+
+async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta: RunMeta | None) -> RunOutcome:
+    """Append `run_settle` when the segment wrote something or the status changed, then seal."""
+    pending = [k for k in (suspension_key(e) for e in seg.index.open_suspensions()) if k]
+    stored_value = None
+    if status in ("ok", "exhausted") and value is not None:
+        try:
+            stored_value = to_jsonable(value, what="the workflow's return value")
+        except TetherError as exc:
+            status, error, value = "error", exc, None
+    last = seg.index.last_settle()
+    last_status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
+    if not seg.dry_run:
+        if seg.appended or seg.deferred or last_status != status:
+            err = _error_json(error)
+            async with seg.write_lock:
+                await seg.flush()
+                entry = JournalEntry(
+                    kind="decision", key=SETTLE_KEY, ordinal=seg.index.next_ordinal("", SETTLE_KEY),
+                    label="settle", started_at=seg.engine.clock(),
+                    value={"decision": "settle", "status": status, "value": stored_value, "error": err,
+                           "pending": pending},
+                )
+                seq = await asyncio.shield(seg.store.append(seg.run_id, entry, seg.lease))
+                seg.index.add(entry.model_copy(update={"seq": seq}))
+        if meta is not None or seg.appended:
+            current = await seg.store.get_meta(seg.run_id)
+            if current is not None:
+                await seg.store.put_meta(current.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
+    cost = fold_cost(seg.index.entries)
+    seg.stats.orphaned = await orphan_keys(seg.store, seg.run_id)
+    return RunOutcome(
+        run_id=seg.run_id, status=status, value=value, error=error, cost=cost, usage=cost.usage,
+        dropped=list(seg.dropped), pending=pending if status == "suspended" else [], replay=seg.stats,
+    )
+
+
+def _error_json(error: Any) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    if isinstance(error, dict):
+        return error
+    out: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    if isinstance(error, TetherError):
+        out["code"] = error.code
+    return out
+
+
+async def orphan_keys(store: Any, run_id: str) -> list[str]:
+    """Idempotency keys of ledger intents that never got an outcome row."""
+    rows = await store.load_effects(run_id)
+    done = {r.get("attempt_id") for r in rows if r.get("phase") == "outcome"}
+    return [str(r.get("idempotency_key")) for r in rows if r.get("phase") == "intent" and r.get("attempt_id") not in done]

@@ -1,0 +1,203 @@
+"""One live drive of a run: journal appends under the lease, matching, branch liveness, suspension."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tether.budget.accounts import Account
+from tether.contracts.entries import JournalEntry, Lease
+from tether.contracts.errors import JournalMissError
+from tether.contracts.protocols import JournalStore
+from tether.contracts.signal import Signal
+from tether.engine.events import EventStream
+from tether.engine.outcome import DroppedBranch, ReplayStats
+from tether.journal.disposition import Disposition, disposition
+from tether.journal.matching import JournalIndex, Match
+
+if TYPE_CHECKING:
+    from tether.engine.engine import Engine
+
+
+class Abandoned(Exception):
+    """The matched call was abandoned: its branch derives `skipped` with zero spend."""
+
+    def __init__(self, scope: str, seq: int | None) -> None:
+        super().__init__(f"abandoned work at scope {scope!r} (seq {seq})")
+        self.scope = scope
+        self.seq = seq
+
+
+@dataclass
+class Lookup:
+    """The result of matching one call: what to do and with which journaled entries."""
+
+    action: Disposition | None  # None = a miss
+    match: Match | None
+
+    @property
+    def running(self) -> JournalEntry | None:
+        return self.match.entry if self.match and self.action == "redispatch" else None
+
+
+@dataclass
+class Segment:
+    """Mutable state of one segment; everything durable goes through `append`."""
+
+    engine: Engine
+    run_id: str
+    workflow: str
+    store: JournalStore
+    index: JournalIndex
+    events: EventStream
+    root: Account
+    dry_run: bool = False
+    strict_pricing: bool = False
+    lease: Lease | None = None
+    stats: ReplayStats = field(default_factory=ReplayStats)
+    dropped: list[DroppedBranch] = field(default_factory=list)
+    cancel: Signal = field(default_factory=Signal)
+    appended: int = 0
+    live: int = 1
+    parked: dict[str, tuple[int, asyncio.Future[Any]]] = field(default_factory=dict)
+    all_parked: asyncio.Event = field(default_factory=asyncio.Event)
+    counters: dict[tuple[str, str], int] = field(default_factory=dict)
+    agent_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(12))
+    next_agent_id: int = 1
+    on_append: list[Callable[[JournalEntry], None]] = field(default_factory=list)
+    deferred: list[JournalEntry] = field(default_factory=list)
+    pending_writes: list[asyncio.Future[Any]] = field(default_factory=list)
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
+        self.next_agent_id = max(ids, default=0) + 1
+
+    # -- journal -----------------------------------------------------------------------------
+    async def append(self, entry: JournalEntry) -> JournalEntry:
+        """Durably append (shielded from cancellation) and index the entry; never in a dry run."""
+        if self.dry_run:
+            raise JournalMissError(
+                f"dry run of {self.run_id!r} would write a {entry.kind} entry at scope "
+                f"{entry.scope!r}; the journal does not cover this call. Run without dry_run=True.",
+                scope=entry.scope,
+                kind=entry.kind,
+            )
+        async with self.write_lock:
+            await self.flush()
+            seq = await asyncio.shield(self.store.append(self.run_id, entry, self.lease))
+        return self._indexed(entry, seq)
+
+    def _indexed(self, entry: JournalEntry, seq: int) -> JournalEntry:
+        stored = entry.model_copy(update={"seq": seq})
+        self.index.add(stored)
+        self.appended += 1
+        for cb in self.on_append:
+            cb(stored)
+        return stored
+
+    def defer(self, entry: JournalEntry) -> None:
+        """Queue a fact (time, randomness) to be written before the next append."""
+        self.deferred.append(entry)
+
+    async def flush(self) -> None:
+        """Write deferred facts; callers hold `write_lock` (or are the settle path)."""
+        if not self.deferred or self.dry_run:
+            return
+        batch, self.deferred = self.deferred, []
+        seqs = await asyncio.shield(self.store.append_many(self.run_id, batch, self.lease))
+        for e, seq in zip(batch, seqs, strict=True):
+            self._indexed(e, seq)
+
+    def lookup(self, scope: str, key: str) -> Lookup:
+        """Match a call and decide with the one replay predicate; update the replay stats."""
+        m = self.index.match(scope, key)
+        if m is None:
+            self.stats.misses += 1
+            return Lookup(None, None)
+        action = disposition(m.entry, m.terminal, abandoned=m.abandoned)
+        if action == "replay":
+            self.stats.hits += 1
+        elif action == "skip":
+            self.stats.skipped += 1
+            raise Abandoned(scope, m.entry.seq)
+        else:
+            self.stats.reruns += 1
+        return Lookup(action, m)
+
+    def require_live(self, what: str, scope: str) -> None:
+        """Replay-strict runs stop at the first would-be-live call."""
+        if self.dry_run:
+            raise JournalMissError(
+                f"dry run of {self.run_id!r}: {what} at scope {scope!r} is not in the journal "
+                f"(it would run live). The workflow changed since the journal was written.",
+                scope=scope,
+            )
+
+    def next_counter(self, scope: str, name: str) -> int:
+        k = (scope, name)
+        n = self.counters.get(k, 0)
+        self.counters[k] = n + 1
+        return n
+
+    def mint_agent_id(self) -> int:
+        n = self.next_agent_id
+        self.next_agent_id += 1
+        return n
+
+    # -- branch liveness and suspension -------------------------------------------------------
+    def branch_waiting(self, delta: int) -> None:
+        """A branch stopped (-1) or resumed (+1) doing work; zero live with parked ones settles."""
+        self.live += delta
+        if self.live <= 0 and self.parked:
+            self.all_parked.set()
+
+    async def park(self, key: str, seq: int) -> Any:
+        """Park this branch until `key` is resolved live (or the run settles `suspended`)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self.parked[key] = (seq, fut)
+        self.branch_waiting(-1)
+        try:
+            return await fut
+        finally:
+            self.parked.pop(key, None)
+            if not fut.cancelled():
+                self.branch_waiting(+1)
+
+    def wake(self, key: str, value: Any) -> bool:
+        slot = self.parked.get(key)
+        if slot is None or slot[1].done():
+            return False
+        slot[1].set_result(value)
+        return True
+
+    async def resolve(self, key: str, value: Any) -> bool:
+        """Close the open suspension named `key` with `value`; False when none is open."""
+        target = find_open_suspension(self.index, key)
+        if target is None:
+            return False
+        assert target.seq is not None
+        await self.append(JournalEntry(
+            kind="resolution", ref=target.seq, scope=target.scope, key=target.key, value=value,
+            started_at=self.engine.clock(),
+        ))
+        self.wake(key, value)
+        return True
+
+
+def suspension_key(entry: JournalEntry) -> str | None:
+    """The human key of a suspension entry (what `resolve_external` is called with)."""
+    if isinstance(entry.value, dict):
+        k = entry.value.get("key")
+        return k if isinstance(k, str) else None
+    return None
+
+
+def find_open_suspension(index: JournalIndex, key: str) -> JournalEntry | None:
+    for e in index.open_suspensions():
+        if suspension_key(e) == key:
+            return e
+    return None

@@ -1,0 +1,45 @@
+"""`@tether.workflow`: a named async body over `ctx`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, overload
+
+Body = Callable[..., Awaitable[Any]]
+
+
+class Workflow:
+    """A workflow: a name and an `async def body(ctx, **args)`."""
+
+    def __init__(self, fn: Body, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, ctx: Any, **args: Any) -> Awaitable[Any]:
+        return self.fn(ctx, **args)
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.name!r})"
+
+
+@overload
+def workflow(fn: Body, /) -> Workflow: ...
+@overload
+def workflow(*, name: str | None = None) -> Callable[[Body], Workflow]: ...
+
+
+def workflow(fn: Body | None = None, /, *, name: str | None = None) -> Any:
+    """Mark an `async def body(ctx, **args)` as a workflow; `name` defaults to the function name."""
+    if fn is not None:
+        return Workflow(fn, name)
+
+    def wrap(f: Body) -> Workflow:
+        return Workflow(f, name)
+
+    return wrap
+
+
+def as_workflow(wf: Workflow | Body) -> Workflow:
+    return wf if isinstance(wf, Workflow) else Workflow(wf)

@@ -1,0 +1,135 @@
+"""Scoped forward matching over a loaded journal, plus the closer and abandon folds it needs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tether.contracts.entries import TWO_PHASE_KINDS, JournalEntry
+from tether.journal.scope import is_under
+
+REF_KINDS = frozenset({"resolution", "abandon"})
+SUSPENSION_KINDS = frozenset({"external", "approval"})
+
+
+@dataclass
+class Match:
+    """A matched dispatch entry with its first terminal (None when it never settled)."""
+
+    entry: JournalEntry
+    terminal: JournalEntry | None
+    abandoned: bool
+
+
+@dataclass
+class JournalIndex:
+    """An in-memory view of one run's journal for a segment: what is matched, closed and abandoned."""
+
+    entries: list[JournalEntry]
+    invalidated: frozenset[int] = frozenset()
+    by_seq: dict[int, JournalEntry] = field(default_factory=dict)
+    terminal_of: dict[int, JournalEntry] = field(default_factory=dict)
+    closer_of: dict[int, JournalEntry] = field(default_factory=dict)
+    _candidates: dict[tuple[str, str], list[JournalEntry]] = field(default_factory=dict)
+    _consumed: set[int] = field(default_factory=set)
+    _max_ordinal: dict[tuple[str, str], int] = field(default_factory=dict)
+    _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for e in self.entries:
+            self._index(e)
+
+    @classmethod
+    def build(cls, entries: Iterable[JournalEntry], invalidate: Iterable[int] = ()) -> JournalIndex:
+        return cls(list(entries), frozenset(invalidate))
+
+    # -- building ----------------------------------------------------------------------------
+    def add(self, e: JournalEntry) -> None:
+        """Record an entry this segment appended."""
+        self.entries.append(e)
+        self._index(e)
+        if e.seq is not None:
+            self._consumed.add(e.seq)
+
+    def _index(self, e: JournalEntry) -> None:
+        assert e.seq is not None
+        self.by_seq[e.seq] = e
+        k = (e.scope, e.key)
+        if e.key:
+            self._max_ordinal[k] = max(self._max_ordinal.get(k, -1), e.ordinal)
+        if e.kind in REF_KINDS:
+            self._add_closer(e)
+            return
+        if e.ref is not None:  # a terminal of a two-phase entry
+            if e.ref not in self.terminal_of and e.ref not in self.invalidated:
+                self.terminal_of[e.ref] = e
+            return
+        if e.kind == "tree" or e.seq in self.invalidated:
+            return
+        self._candidates.setdefault(k, []).append(e)
+
+    def _add_closer(self, e: JournalEntry) -> None:
+        target = self.by_seq.get(e.ref) if e.ref is not None else None
+        if target is None:
+            return
+        if e.kind == "abandon":
+            self._abandon_roots.append((target.seq or 0, self.inner_scope(target)))
+        if target.kind in SUSPENSION_KINDS and target.seq not in self.closer_of:
+            # First valid closer in journal order wins; later ones are no-ops.
+            self.closer_of[target.seq or 0] = e
+
+    # -- queries -------------------------------------------------------------------------------
+    @staticmethod
+    def inner_scope(entry: JournalEntry) -> str | None:
+        """The scope of the work an entry encloses (child workflow, agent), if any."""
+        if isinstance(entry.value, dict) and entry.status == "running":
+            inner = entry.value.get("inner_scope")
+            if isinstance(inner, str):
+                return inner
+        if entry.kind == "agent" and entry.seq is not None:
+            return f"{entry.scope}/agent:{entry.seq}" if entry.scope else f"agent:{entry.seq}"
+        return None
+
+    def is_abandoned(self, entry: JournalEntry) -> bool:
+        for seq, inner in self._abandon_roots:
+            if entry.seq == seq:
+                return True
+            if inner is not None and is_under(entry.scope, inner):
+                return True
+        return False
+
+    def scope_abandoned(self, scope: str) -> bool:
+        return any(inner is not None and is_under(scope, inner) for _, inner in self._abandon_roots)
+
+    def match(self, scope: str, key: str) -> Match | None:
+        """Take the first unconsumed entry with this key in this scope (a miss consumes nothing)."""
+        for e in self._candidates.get((scope, key), ()):
+            if e.seq in self._consumed:
+                continue
+            assert e.seq is not None
+            self._consumed.add(e.seq)
+            terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None
+            return Match(e, terminal, self.is_abandoned(e))
+        return None
+
+    def next_ordinal(self, scope: str, key: str) -> int:
+        """Ordinals continue after the highest one seen for (scope, key)."""
+        k = (scope, key)
+        n = self._max_ordinal.get(k, -1) + 1
+        self._max_ordinal[k] = n
+        return n
+
+    def closer(self, seq: int) -> JournalEntry | None:
+        return self.closer_of.get(seq)
+
+    def suspensions(self) -> list[JournalEntry]:
+        return [e for e in self.entries if e.kind in SUSPENSION_KINDS]
+
+    def open_suspensions(self) -> list[JournalEntry]:
+        return [e for e in self.suspensions() if e.seq not in self.closer_of]
+
+    def last_settle(self) -> JournalEntry | None:
+        for e in reversed(self.entries):
+            if e.kind == "decision" and isinstance(e.value, dict) and e.value.get("decision") == "settle":
+                return e
+        return None
