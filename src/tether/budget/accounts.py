@@ -16,7 +16,7 @@ class Account:
         self.name = name
         self.spent = 0.0
         self.held = 0.0
-        self.signal = Signal() if parent is None else Signal.any(parent.signal)
+        self.signal: Signal = Signal() if parent is None else Signal.any(parent.signal)
 
     def chain(self) -> list[Account]:
         """This account and its ancestors, innermost first."""

@@ -175,7 +175,7 @@ def restore_result(running: JournalEntry, terminal: JournalEntry, out: OutputSpe
         output = out.model_cls.model_validate(output)
     tb = terminal.tool_budget
     return AgentResult(
-        status=terminal.status or "error",  # type: ignore[arg-type]
+        status=terminal.status or "error",
         output=output, usage=terminal.usage or (live.usage if live else Usage()),
         cost_usd=terminal.cost_usd or 0.0, turns=int(value.get("turns") or 0), served_by=terminal.served_by,
         usage_by_model=terminal.usage_by_model or {},

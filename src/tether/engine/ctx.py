@@ -233,7 +233,7 @@ class Ctx:
         if closer is not None:
             value = closer.value
         else:
-            self._seg.events.emit(event, key=key)  # type: ignore[arg-type]
+            self._seg.events.emit(event, key=key)
             value = await self._seg.park(key, entry.seq)
         return adapter.validate_python(value) if adapter is not None else value
 

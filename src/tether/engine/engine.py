@@ -212,7 +212,7 @@ class Engine:
 
         async with leased(self, run_id, False) as lease:
             await store.append(run_id, JournalEntry(
-                kind=kind, ref=target.seq, scope=target.scope, key=target.key,  # type: ignore[arg-type]
+                kind=kind, ref=target.seq, scope=target.scope, key=target.key,
                 value=value, started_at=self.clock(),
             ), lease)
         return True

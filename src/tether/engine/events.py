@@ -27,7 +27,7 @@ class EventStream:
     def emit(self, type: str, *, replayed: bool = False, span_id: str | None = None,
              parent_span_id: str | None = None, **data: Any) -> Event:
         event = Event(
-            type=type,  # type: ignore[arg-type]
+            type=type,
             run_id=self.run_id,
             seq=len(self._events) + 1,
             ts=time.time(),

@@ -110,7 +110,7 @@ class FakeModel:
         self._script.extend(replies)
 
     def caps(self, model: str) -> ModelCaps:
-        return ModelCaps(price=self._prices.get(model), **self._caps)  # type: ignore[arg-type]
+        return ModelCaps(price=self._prices.get(model), **self._caps)
 
     def _next(self, request: ChatRequest) -> Reply | None:
         if self._script_fn is not None:
