@@ -94,6 +94,7 @@ class AgentCall:
             max_turns=max_turns or profile.max_turns or 32,
             max_output_tokens=max_output_tokens or profile.max_output_tokens or 4_096,
             effort=spec_model.effort, tool_budget=tool_budget, label=label, agent_type=agent_type,
+            permissions=engine.permissions,
         )
         if seg.agent_slots.locked():
             seg.events.emit("agent:queued", label=label)

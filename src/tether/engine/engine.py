@@ -27,6 +27,7 @@ from tether.journal.cost import CostReport, fold_cost
 from tether.journal.matching import JournalIndex
 from tether.pricing import PriceTable
 from tether.routing import ModelLike, Router
+from tether.tools.permissions import Permissions
 
 DEFAULT_STORE = "sqlite:///.tether/tether.db"
 STORE_SCHEMES = ("memory://", "jsonl://", "sqlite://", "postgresql://", "postgres://")
@@ -45,6 +46,7 @@ class Engine:
         *,
         workflows: Sequence[Workflow] = (),
         profiles: Mapping[str, AgentProfile] | None = None,
+        permissions: Permissions | None = None,
         lease_ttl_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
@@ -64,6 +66,7 @@ class Engine:
         self.workflow_models: dict[str, ModelLike] = {}
         self.profiles: dict[str, AgentProfile] = dict(profiles or {})
         self.lease_ttl_s = lease_ttl_s
+        self.permissions = permissions
         self.clock = clock
         self.rng = rng or random.Random()
         self.sleep = sleep
