@@ -15,6 +15,7 @@ from tether.contracts.protocols import ChatModel
 if TYPE_CHECKING:
     from tether.agents.state import LoopState
     from tether.tools.definition import Tool
+    from tether.tools.permissions import Permissions
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class AgentSpec:
     """A `tether.ToolBudget` or None (see docs/tool-budgets.md)."""
     label: str | None = None
     agent_type: str | None = None
+    permissions: Permissions | None = None
+    """The per-call permission chain; None = allow, or ask when a tool `needs_approval`."""
 
 
 class LoopHost(Protocol):

@@ -1,0 +1,321 @@
+"""One model turn: build the request, clamp its output, pass the budget gates, stream with retries.
+
+Only `BudgetHooks` is consulted for money; nothing here prices anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.agents.history import project_history
+from tether.agents.host import AgentSpec, LoopHost, ResolvedModel
+from tether.agents.state import LoopState
+from tether.agents.structured import StructuredTier, plan
+from tether.contracts.errors import BudgetExhaustedError
+from tether.contracts.messages import ChatRequest, Message, RawPart, TextPart, ToolCallPart
+from tether.contracts.protocols import BudgetHooks
+from tether.contracts.results import AgentError, Stage
+from tether.contracts.signal import Signal
+from tether.contracts.stream import (
+    ChatEvent,
+    Finish,
+    RawPartEvent,
+    StreamError,
+    TextDelta,
+    ToolCallEnd,
+    UsageDelta,
+)
+from tether.contracts.usage import Usage
+from tether.journal.canonical import canonical_json, content_key
+
+RETRYABLE_KINDS = frozenset({"transport", "rate-limit"})
+
+
+@dataclass
+class TurnResult:
+    """How a turn settled: `ok` with the assistant message, or `error`/`cancelled`."""
+
+    status: Literal["ok", "error", "cancelled"]
+    message: Message | None = None
+    tier: StructuredTier = "tool"
+    error: AgentError | None = None
+
+
+@dataclass
+class _Streamed:
+    """What one provider call produced before its terminal event (or the cut)."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCallEnd] = field(default_factory=list)
+    raw: list[RawPart] = field(default_factory=list)
+    fed: Usage = field(default_factory=Usage)
+    terminal: Finish | StreamError | None = None
+    cut: bool = False
+
+
+def build_request(
+    spec: AgentSpec, model: ResolvedModel, messages: list[Message]
+) -> tuple[ChatRequest, StructuredTier]:
+    """The provider-neutral request for `model`, with the structured-output tier its caps allow."""
+    tier: StructuredTier = model.adapter.caps(model.name).structured_output
+    tools = tuple(t.spec for t in spec.tools)
+    tool_choice = "auto"
+    output_format = None
+    system = [spec.system] if spec.system else []
+    if spec.output is not None:
+        extra = plan(spec.output, tier, has_tools=bool(tools))
+        tools += extra.tools
+        tool_choice = extra.tool_choice or tool_choice
+        output_format = extra.output_format
+        system += [extra.system_note] if extra.system_note else []
+    history = project_history(messages, model.adapter.family)
+    if system:
+        history = (Message.text("system", "\n\n".join(system)), *history)
+    request = ChatRequest(
+        model=model.name,
+        messages=history,
+        tools=tools,
+        tool_choice=tool_choice,
+        output_format=output_format,
+        effort=spec.effort,
+    )
+    return request, tier
+
+
+def estimate_input_tokens(request: ChatRequest) -> int:
+    """A deterministic chars/4 guess of the prompt size, for the clamp and exposure gates."""
+    size = len(canonical_json([*request.messages, *request.tools]))
+    if request.output_format is not None:
+        size += len(canonical_json(request.output_format.schema_))
+    return max(1, size // 4)
+
+
+def budget_error(exc: BudgetExhaustedError, stage: Stage) -> AgentError:
+    """A budget refusal as an `AgentError`, keeping the refusal's typed `reason` when it has one."""
+    reason = exc.data.get("reason")
+    return AgentError(
+        kind="budget",
+        message=exc.message,
+        reason=reason if reason in ("exposure-drained", "output-floor") else None,
+        stage=stage,
+    )
+
+
+class Dispatcher:
+    """Runs model turns for one invocation; accounts usage and provider calls into the state."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        host: LoopHost,
+        hooks: BudgetHooks,
+        state: LoopState,
+        signal: Signal | None,
+    ) -> None:
+        self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
+
+    async def turn(self, stage: Stage) -> TurnResult:
+        """One turn: retry retryable errors, then fail over to the next model; first settle wins."""
+        last: AgentError | None = None
+        policy = self.spec.retry
+        for index in range(self.state.model_index, len(self.spec.models)):
+            self.state.model_index = index
+            model = self.spec.models[index]
+            for attempt in range(max(1, policy.attempts)):
+                result = await self._attempt(model, stage)
+                if result.status != "error" or result.error is None:
+                    return result
+                if result.error.kind not in RETRYABLE_KINDS:
+                    return result
+                last = result.error
+                if attempt + 1 < policy.attempts:
+                    await self.host.sleep(self._backoff(model, attempt, last))
+                    if self.signal is not None and self.signal.aborted:
+                        return TurnResult("cancelled")
+        return TurnResult("error", error=last)
+
+    def _backoff(self, model: ResolvedModel, attempt: int, error: AgentError) -> float:
+        """Doubling backoff, jittered by a hash (no rng), never below the retry-after."""
+        policy = self.spec.retry
+        delay = min(policy.max_s, policy.base_s * 2.0**attempt)
+        seed = content_key([self.host.run_id, self.state.turns, model.ref, attempt])
+        delay *= 0.5 + 0.5 * int(seed[:8], 16) / 0xFFFFFFFF
+        if error.retry_after_ms is not None:
+            delay = max(delay, error.retry_after_ms / 1000)
+        return delay
+
+    def _clamp(self, model: ResolvedModel, est_input: int, stage: Stage) -> int | TurnResult:
+        """The output tokens this attempt may ask for, or the output-floor refusal."""
+        caps = model.adapter.caps(model.name)
+        limit = min(self.spec.max_output_tokens, caps.max_output_tokens)
+        affordable = self.hooks.max_affordable_output_tokens(model.ref, est_input)
+        if affordable is not None:
+            if affordable < caps.output_floor:
+                message = (
+                    f"output floor unaffordable: {model.ref} needs at least {caps.output_floor} "
+                    f"output tokens, the remaining budget buys {affordable}"
+                )
+                error = AgentError(
+                    kind="budget", message=message, reason="output-floor", stage=stage
+                )
+                return TurnResult("error", error=error)
+            limit = min(limit, affordable)
+        exposure = self.hooks.max_exposure_output_tokens(model.ref, est_input)
+        # Below the floor the exposure answer is ignored: admission refuses with its own reason.
+        if exposure is not None and exposure >= caps.output_floor:
+            limit = min(limit, exposure)
+        return limit
+
+    async def _attempt(self, model: ResolvedModel, stage: Stage) -> TurnResult:
+        request, tier = build_request(self.spec, model, self.state.messages)
+        est_input = estimate_input_tokens(request)
+        clamp = self._clamp(model, est_input, stage)
+        if isinstance(clamp, TurnResult):
+            return clamp
+        request = request.model_copy(update={"max_output_tokens": clamp})
+        self.hooks.assert_priced_dispatch(model.ref)  # PricingError propagates: a config problem
+        try:
+            release = self.hooks.admit_turn_exposure(model.ref, est_input, clamp)
+        except BudgetExhaustedError as exc:
+            return TurnResult("error", error=budget_error(exc, stage))
+        self.state.provider_calls += 1
+        cut = Signal()
+        unsubscribe = [s.add_listener(cut.abort) for s in (self.hooks.signal, self.signal) if s]
+        try:
+            streamed = await self._consume(model, request, cut)
+        finally:
+            for off in unsubscribe:
+                off()
+            if release is not None:
+                release()
+        result = self._settle(model, streamed, stage)
+        result.tier = tier
+        return result
+
+    async def _consume(self, model: ResolvedModel, request: ChatRequest, cut: Signal) -> _Streamed:
+        out = _Streamed()
+        meter = self.hooks.open_call_meter(model.ref)
+        stream: AsyncIterator[ChatEvent] = model.adapter.stream(request, cut)
+        try:
+            async for event in stream:
+                if isinstance(event, Finish | StreamError):
+                    out.terminal = event
+                    break
+                self._on_event(model, event, out, meter)
+                if cut.aborted:
+                    out.cut = True
+                    break
+        except OSError as exc:  # a transport failure the adapter did not map
+            out.terminal = StreamError(kind="transport", message=str(exc), retryable=True)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if out.terminal is None and not out.cut:
+            if cut.aborted:
+                out.cut = True
+            else:
+                msg = "stream ended without a terminal event"
+                out.terminal = StreamError(kind="transport", message=msg, retryable=True)
+        total = self._call_usage(out)
+        self._feed(model, meter, _minus(total, out.fed))
+        self._account(model, total)
+        return out
+
+    def _on_event(
+        self,
+        model: ResolvedModel,
+        event: ChatEvent,
+        out: _Streamed,
+        meter: Callable[[Usage], None] | None,
+    ) -> None:
+        if isinstance(event, TextDelta):
+            out.text.append(event.text)
+            self.host.emit("agent:stream", text=event.text, model=model.ref)
+        elif isinstance(event, ToolCallEnd):
+            out.calls.append(event)
+        elif isinstance(event, RawPartEvent):
+            out.raw.append(event.part)
+        elif isinstance(event, UsageDelta):
+            self._feed(model, meter, event.usage)
+            out.fed = out.fed + event.usage
+
+    def _feed(
+        self, model: ResolvedModel, meter: Callable[[Usage], None] | None, delta: Usage
+    ) -> None:
+        """Live accounting: the per-call meter when the hooks opened one, else `on_usage`."""
+        if delta.is_zero() and delta.cache_read_tokens == 0 and delta.cache_write_tokens == 0:
+            return
+        if meter is not None:
+            meter(delta)
+        else:
+            self.hooks.on_usage(delta, model.ref)
+
+    @staticmethod
+    def _call_usage(out: _Streamed) -> Usage:
+        """The call's usage: the terminal's total, else the metered sum; approximate if cut."""
+        reported: Usage | None = out.terminal.usage if out.terminal is not None else None
+        usage = reported if reported is not None else out.fed
+        cancelled = isinstance(out.terminal, Finish) and out.terminal.reason == "cancelled"
+        if out.cut or cancelled:
+            usage = usage.model_copy(update={"approximate": True})
+        return usage
+
+    def _account(self, model: ResolvedModel, usage: Usage) -> None:
+        state = self.state
+        state.usage = state.usage + usage
+        state.usage_by_model[model.ref] = state.usage_by_model.get(model.ref, Usage()) + usage
+        state.served_by = model.ref
+
+    def _settle(self, model: ResolvedModel, out: _Streamed, stage: Stage) -> TurnResult:
+        terminal = out.terminal
+        if out.cut or (isinstance(terminal, Finish) and terminal.reason == "cancelled"):
+            return self._cancelled(stage)
+        if isinstance(terminal, StreamError):
+            error = AgentError(
+                kind=terminal.kind,
+                message=terminal.message,
+                retryable=terminal.kind in RETRYABLE_KINDS,
+                retry_after_ms=terminal.retry_after_ms,
+            )
+            return TurnResult("error", error=error)
+        return TurnResult("ok", message=self._message(out))
+
+    def _cancelled(self, stage: Stage) -> TurnResult:
+        """A cut stream: the caller's cancellation, else a budget cut."""
+        budget = self.hooks.signal
+        budget_fired = budget is not None and budget.aborted
+        if self.signal is not None and self.signal.aborted and not budget_fired:
+            return TurnResult("cancelled")
+        why = budget.reason if budget is not None and budget.aborted else "provider cancelled"
+        message = f"stream cut by the budget: {why}"
+        return TurnResult(
+            "cancelled", error=AgentError(kind="budget", message=message, stage=stage)
+        )
+
+    def _message(self, out: _Streamed) -> Message:
+        """The assistant message; tool-call ids are minted here: `call_<turn>_<index>`."""
+        turn = self.state.turns + 1
+        parts: list[Any] = list(out.raw)
+        text = "".join(out.text)
+        if text:
+            parts.append(TextPart(text=text))
+        ordered = sorted(out.calls, key=lambda c: c.index)
+        parts += [
+            ToolCallPart(id=f"call_{turn}_{i}", name=c.name, args=dict(c.args))
+            for i, c in enumerate(ordered)
+        ]
+        return Message(role="assistant", parts=tuple(parts))
+
+
+def _minus(total: Usage, fed: Usage) -> Usage:
+    """What the settled total adds over the live deltas already fed (never negative)."""
+    return Usage(
+        input_tokens=max(0, total.input_tokens - fed.input_tokens),
+        output_tokens=max(0, total.output_tokens - fed.output_tokens),
+        cache_read_tokens=max(0, total.cache_read_tokens - fed.cache_read_tokens),
+        cache_write_tokens=max(0, total.cache_write_tokens - fed.cache_write_tokens),
+        approximate=total.approximate,
+    )

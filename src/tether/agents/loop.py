@@ -1,0 +1,228 @@
+"""The agent loop: model turn → tool calls → checkpoint, until an answer or a stop.
+
+Stops: a final text (no output schema) or a validated output; `max_turns` (checked before each
+dispatch); no progress for `no_progress_turns` turns; a budget refusal or cut; cancellation; a
+non-retryable provider error. Money is seen only through `BudgetHooks`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.agents.dispatch import Dispatcher, budget_error
+from tether.agents.host import AgentSpec, LoopHost
+from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
+from tether.agents.structured import (
+    EMIT_RESULT,
+    StructuredTier,
+    from_call,
+    from_text,
+    reprompt_text,
+)
+from tether.agents.toolcalls import ToolRunner
+from tether.contracts.errors import BudgetExhaustedError, ConfigError
+from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
+from tether.contracts.protocols import BudgetHooks
+from tether.contracts.results import AgentError, AgentResult, AgentStatus, Stage
+from tether.contracts.signal import Signal
+from tether.journal.canonical import content_key
+from tether.tools.definition import Issue
+
+
+def _no_emit_issue() -> Issue:
+    return {"loc": [], "msg": f"the reply did not call `{EMIT_RESULT}`", "type": "missing_result"}
+
+
+async def run_agent(
+    spec: AgentSpec, host: LoopHost, hooks: BudgetHooks, *, signal: Signal | None = None
+) -> AgentResult:
+    """Run (or continue from the host's checkpoint) one agent invocation to its `AgentResult`."""
+    if not spec.models:
+        raise ConfigError("an agent needs at least one model; routing resolved none")
+    restored = await host.load_checkpoint()
+    if restored is not None and restored.version != CHECKPOINT_VERSION:
+        restored = None  # a checkpoint this version cannot read is never trusted: start over
+    state = restored if restored is not None else LoopState.start(spec.prompt)
+    state.model_index = min(state.model_index, len(spec.models) - 1)
+    host.emit(
+        "agent:start",
+        label=spec.label,
+        agent_type=spec.agent_type,
+        model=spec.models[0].ref,
+        resumed=restored is not None,
+        turns=state.turns,
+    )
+    loop = _AgentLoop(spec, host, hooks, state, signal)
+    result = await loop.run()
+    if result.error is not None:
+        host.emit("agent:error", status=result.status, error=result.error.model_dump(mode="json"))
+    host.emit(
+        "agent:end",
+        status=result.status,
+        usage=result.usage.model_dump(mode="json"),
+        tool_budget=None,
+        turns=result.turns,
+        served_by=result.served_by,
+        reason=loop.stop_reason,
+        provider_calls=state.provider_calls,
+    )
+    return result
+
+
+class _AgentLoop:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        host: LoopHost,
+        hooks: BudgetHooks,
+        state: LoopState,
+        signal: Signal | None,
+    ) -> None:
+        self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
+        self.dispatcher = Dispatcher(spec, host, hooks, state, signal)
+        self.tools = ToolRunner(spec, host, state)
+        self.stop_reason: str | None = None
+
+    async def run(self) -> AgentResult:
+        state = self.state
+        while True:
+            if self.signal is not None and self.signal.aborted:
+                return self._finish("cancelled", reason="cancelled")
+            if state.pending is not None:  # a resumed batch: finish the same turn first
+                await self.tools.run_pending()
+                await self.host.save_checkpoint(state)
+                continue
+            stage: Stage = "extract" if state.reprompting else "loop"
+            try:
+                self.hooks.before_turn()
+            except BudgetExhaustedError as exc:
+                return self._finish("error", error=budget_error(exc, stage), reason="budget")
+            budget_signal = self.hooks.signal
+            if budget_signal is not None and budget_signal.aborted:
+                error = AgentError(kind="budget", message=f"{budget_signal.reason}", stage=stage)
+                return self._finish("cancelled", error=error, reason="budget")
+            if state.turns >= self.spec.max_turns:
+                return self._finish("limit", reason="max-turns")
+            calls_before = state.provider_calls
+            turn = await self.dispatcher.turn(stage)
+            if state.provider_calls > calls_before:
+                state.turns += 1
+            if turn.status != "ok" or turn.message is None:
+                return self._finish(turn.status, error=turn.error, reason=turn.status)
+            state.reprompting = False
+            done = await self._on_reply(turn.message, turn.tier)
+            if done is not None:
+                return done
+
+    async def _on_reply(self, message: Message, tier: StructuredTier) -> AgentResult | None:
+        """Decide what the reply means: an answer, a re-prompt, a tool batch or no progress."""
+        calls = message.tool_calls
+        if not calls and not message.text_content.strip():
+            return await self._no_progress()
+        self.state.messages.append(message)
+        output = self.spec.output
+        if output is not None and tier == "tool":
+            emits = [c for c in calls if c.name == EMIT_RESULT]
+            if emits:
+                got = from_call(output, emits[0])
+                if got.ok:
+                    return self._finish("ok", output=got.value)
+                return await self._schema_retry(got.issues, tier, calls, emits)
+            if not calls:
+                return await self._schema_retry([_no_emit_issue()], tier, calls, [])
+        elif not calls:
+            if output is None:
+                return self._finish("ok", output=message.text_content)
+            got = from_text(output, message.text_content)
+            if got.ok:
+                return self._finish("ok", output=got.value)
+            return await self._schema_retry(got.issues, tier, calls, [])
+        return await self._tool_batch(calls)
+
+    async def _schema_retry(
+        self,
+        issues: list[Issue],
+        tier: StructuredTier,
+        calls: list[ToolCallPart],
+        emits: list[ToolCallPart],
+    ) -> AgentResult | None:
+        """Re-prompt with the issues, or settle `schema-mismatch` once the re-prompts are spent."""
+        state = self.state
+        if state.schema_retries_used >= self.spec.schema_retries:
+            error = AgentError(
+                kind="schema-mismatch",
+                message=f"output failed validation after {state.schema_retries_used} re-prompts",
+                issues=issues,
+            )
+            return self._finish("error", error=error, reason="schema-mismatch")
+        state.schema_retries_used += 1
+        state.reprompting = True
+        self.host.emit("agent:schema-retry", attempt=state.schema_retries_used, issues=issues)
+        text = reprompt_text(issues, tier)
+        if emits:
+            # The re-prompt rides the emit_result tool results; the batch's other calls still run.
+            prefilled = {
+                c.id: ToolResultPart(call_id=c.id, name=c.name, content=text, is_error=True)
+                for c in emits
+            }
+            return await self._tool_batch(calls, prefilled)
+        state.messages.append(Message.text("user", text))
+        await self.host.save_checkpoint(state)
+        return None
+
+    async def _tool_batch(
+        self, calls: list[ToolCallPart], prefilled: dict[str, ToolResultPart] | None = None
+    ) -> AgentResult | None:
+        """Checkpoint the batch (so a crash never re-pays the model call), then run it."""
+        state = self.state
+        key = content_key([[c.name, c.args] for c in calls])
+        state.no_progress = state.no_progress + 1 if key == state.last_batch_key else 0
+        state.last_batch_key = key
+        if self._stalled():
+            return self._finish("limit", reason="no-progress")
+        state.pending = PendingBatch(
+            turn=state.turns,
+            calls=calls,
+            first_ordinal=state.tool_ordinal,
+            results=dict(prefilled or {}),
+        )
+        state.tool_ordinal += len(calls)
+        await self.host.save_checkpoint(state)
+        await self.tools.run_pending()
+        # tool-budget hook: a `limit` at max_tool_calls / tool_units expiry is decided here.
+        await self.host.save_checkpoint(state)
+        return None
+
+    async def _no_progress(self) -> AgentResult | None:
+        """An empty reply is not kept in history; enough of them in a row settle `limit`."""
+        self.state.no_progress += 1
+        self.state.last_batch_key = None
+        if self._stalled():
+            return self._finish("limit", reason="no-progress")
+        await self.host.save_checkpoint(self.state)
+        return None
+
+    def _stalled(self) -> bool:
+        limit = self.spec.no_progress_turns
+        return limit > 0 and self.state.no_progress >= limit
+
+    def _finish(
+        self,
+        status: AgentStatus,
+        *,
+        output: Any = None,
+        error: AgentError | None = None,
+        reason: str | None = None,
+    ) -> AgentResult:
+        self.stop_reason = reason or status
+        state = self.state
+        return AgentResult(
+            status=status,
+            output=output,
+            usage=state.usage,
+            usage_by_model=dict(state.usage_by_model),
+            turns=state.turns,
+            served_by=state.served_by,
+            error=error,
+            tool_budget=None,
+        )

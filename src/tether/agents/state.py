@@ -1,0 +1,54 @@
+"""`LoopState`: the agent loop's turn-boundary checkpoint, enough to continue after a crash."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
+from tether.contracts.usage import Usage
+
+CHECKPOINT_VERSION = 1
+
+
+class PendingBatch(BaseModel):
+    """The tool calls of a turn not finished yet: a resume runs only the calls without a result."""
+
+    turn: int
+    calls: list[ToolCallPart]
+    first_ordinal: int
+    """Call `i` of the batch dispatches with ordinal `first_ordinal + i` (stable across resumes)."""
+    results: dict[str, ToolResultPart] = Field(default_factory=dict)
+    """Results already produced, by call id."""
+    approved: dict[str, bool] = Field(default_factory=dict)
+    """Human answers already received, by call id."""
+
+
+class LoopState(BaseModel):
+    """Everything the loop needs to continue an invocation; mutated in place between checkpoints."""
+
+    version: int = CHECKPOINT_VERSION
+    messages: list[Message]
+    """The canonical conversation (system prompt excluded: it is rebuilt from the spec)."""
+    turns: int = 0
+    """Model turns dispatched (what `max_turns` counts)."""
+    provider_calls: int = 0
+    """Wire attempts, retries and failovers included."""
+    usage: Usage = Field(default_factory=Usage)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
+    served_by: str | None = None
+    model_index: int = 0
+    """Index into `AgentSpec.models` of the model in use (failover is sticky for the invocation)."""
+    tool_calls: int = 0
+    """Tool calls executed (denied, invalid and unknown calls never count)."""
+    tool_ordinal: int = 0
+    """Ordinal the next tool call of this invocation gets."""
+    schema_retries_used: int = 0
+    reprompting: bool = False
+    """The next turn answers a structured-output re-prompt (a budget refusal says "extract")."""
+    no_progress: int = 0
+    last_batch_key: str | None = None
+    pending: PendingBatch | None = None
+
+    @classmethod
+    def start(cls, prompt: str) -> LoopState:
+        return cls(messages=[Message.text("user", prompt)])

@@ -1,0 +1,159 @@
+"""Running one turn's tool calls: validation, the permission chain, approvals and execution.
+
+Calls run in order; consecutive `parallel_safe` calls run concurrently, results kept in call order.
+Every failure becomes an error tool result the model can recover from; none fails the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from tether.agents.host import AgentSpec, LoopHost
+from tether.agents.state import LoopState, PendingBatch
+from tether.contracts.errors import NonSerializableValueError
+from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
+from tether.journal.canonical import canonical_json
+from tether.tools.definition import ModelRetry, Tool, ToolArgsError, format_issue
+from tether.tools.permissions import Permissions
+
+_Ready = tuple[int, ToolCallPart, Tool, dict[str, Any]]
+
+
+class ToolRunner:
+    """Completes `state.pending`: a resumed batch skips every call that already has a result."""
+
+    def __init__(self, spec: AgentSpec, host: LoopHost, state: LoopState) -> None:
+        self.host, self.state = host, state
+        self.tools = {t.name: t for t in spec.tools}
+        self.permissions = spec.permissions or Permissions()
+
+    async def run_pending(self) -> None:
+        """Run the pending batch to the end, append the tool message and clear the batch."""
+        pending = self.state.pending
+        assert pending is not None
+        groups = self._groups(pending.calls)
+        for position, group in enumerate(groups):
+            executed = await self._run_group(pending, group)
+            if executed and position + 1 < len(groups):
+                # Executed effects are checkpointed before the next group: never re-run on resume.
+                await self.host.save_checkpoint(self.state)
+        results = tuple(pending.results[c.id] for c in pending.calls)
+        self.state.messages.append(Message(role="tool", parts=results))
+        self.state.pending = None
+        # tool-budget hook: notices (after the batch's results) are appended here, see SPEC §6.
+
+    def _groups(self, calls: Sequence[ToolCallPart]) -> list[list[tuple[int, ToolCallPart]]]:
+        """Consecutive `parallel_safe` calls share a group; every other call is a group of one."""
+        groups: list[list[tuple[int, ToolCallPart]]] = []
+        previous_parallel = False
+        for index, call in enumerate(calls):
+            tool = self.tools.get(call.name)
+            parallel = tool is not None and tool.parallel_safe
+            if parallel and previous_parallel:
+                groups[-1].append((index, call))
+            else:
+                groups.append([(index, call)])
+            previous_parallel = parallel
+        return groups
+
+    async def _run_group(
+        self, pending: PendingBatch, group: list[tuple[int, ToolCallPart]]
+    ) -> bool:
+        ready: list[_Ready] = []
+        for index, call in group:
+            if call.id in pending.results:
+                continue
+            prepared = await self._prepare(pending, call)
+            if prepared is not None:
+                ready.append((index, call, *prepared))
+        if not ready:
+            return False
+        if len(ready) == 1:
+            results = [await self._execute(pending, *ready[0])]
+        else:
+            async with asyncio.TaskGroup() as group_tasks:
+                tasks = [group_tasks.create_task(self._execute(pending, *r)) for r in ready]
+            results = [t.result() for t in tasks]
+        for (_, call, _, _), result in zip(ready, results, strict=True):
+            pending.results[call.id] = result
+        return True
+
+    async def _prepare(
+        self, pending: PendingBatch, call: ToolCallPart
+    ) -> tuple[Tool, dict[str, Any]] | None:
+        """Validate, then the permission chain; a refusal records its error result (None)."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            self._refuse(pending, call, f"unknown tool '{call.name}' (available: {known})")
+            return None
+        try:
+            args = tool.validate(call.args)
+        except ToolArgsError as exc:
+            listed = "; ".join(format_issue(i) for i in exc.issues)
+            self._refuse(pending, call, f"invalid arguments for '{tool.name}': {listed}")
+            return None
+        verdict = self.permissions.decide(tool, args)
+        if verdict.decision == "deny":
+            self._refuse(pending, call, f"permission denied for '{tool.name}' ({verdict.reason})")
+            return None
+        if verdict.decision == "ask":
+            approved = pending.approved.get(call.id)
+            if approved is None:
+                # The checkpoint precedes the suspension, so a resume continues this very batch.
+                await self.host.save_checkpoint(self.state)
+                approved = (await self.host.approve(tool.name, args)) is True
+                pending.approved[call.id] = approved
+            if not approved:
+                self._refuse(pending, call, f"'{tool.name}' was not approved ({verdict.reason})")
+                return None
+        # tool-budget hook: the max_tool_calls / tool_units / finalization-window gate goes here.
+        return tool, args
+
+    def _refuse(self, pending: PendingBatch, call: ToolCallPart, message: str) -> None:
+        pending.results[call.id] = _error(call, message)
+        self.host.emit("tool:end", tool=call.name, call_id=call.id, is_error=True, executed=False)
+
+    async def _execute(
+        self,
+        pending: PendingBatch,
+        index: int,
+        call: ToolCallPart,
+        tool: Tool,
+        args: dict[str, Any],
+    ) -> ToolResultPart:
+        ordinal = pending.first_ordinal + index
+        self.host.emit("tool:start", tool=tool.name, call_id=call.id, ordinal=ordinal, args=args)
+        self.state.tool_calls += 1
+        try:
+            value = await self.host.execute_tool(tool, args, call_id=call.id, ordinal=ordinal)
+            result = ToolResultPart(call_id=call.id, name=call.name, content=render(value))
+        except ModelRetry as exc:
+            result = _error(call, str(exc))
+        except Exception as exc:
+            result = _error(call, f"tool '{tool.name}' failed: {type(exc).__name__}: {exc}")
+        self.host.emit(
+            "tool:end",
+            tool=tool.name,
+            call_id=call.id,
+            ordinal=ordinal,
+            is_error=result.is_error,
+            executed=True,
+        )
+        return result
+
+
+def _error(call: ToolCallPart, message: str) -> ToolResultPart:
+    return ToolResultPart(call_id=call.id, name=call.name, content=message, is_error=True)
+
+
+def render(value: Any) -> str:
+    """A tool's return value as the text the model reads: strings as-is, the rest canonical JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return canonical_json(value).decode()
+    except NonSerializableValueError:
+        return str(value)

@@ -1,0 +1,211 @@
+"""Structured output on each tier, re-prompts with issues, and exhaustion as schema-mismatch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from loopkit import HooksDouble, HostDouble, make_spec, tool_results
+from pydantic import BaseModel, Field
+
+from tether.agents.loop import run_agent
+from tether.agents.structured import EMIT_RESULT, output_spec, parse_json
+from tether.journal.canonical import schema_hash
+from tether.models.fake import FakeModel, Reply, ToolCall
+from tether.tools.definition import tool
+
+
+class Verdict(BaseModel):
+    score: float
+    rationale: str
+
+
+GOOD = {"score": 7.5, "rationale": "solid"}
+GOOD_TEXT = '{"score": 7.5, "rationale": "solid"}'
+
+
+async def test_native_tier_sends_the_schema_and_validates_the_text() -> None:
+    fake = FakeModel(script=[Reply(text=GOOD_TEXT)], structured_output="native")
+    result = await run_agent(
+        make_spec(fake, output=output_spec(Verdict)), HostDouble(), HooksDouble()
+    )
+    assert result.status == "ok" and result.output == Verdict(**GOOD)
+    request = fake.requests[0]
+    assert request.output_format is not None
+    assert request.output_format.schema_["required"] == ["score", "rationale"]
+    assert request.tools == () and request.tool_choice == "auto"
+
+
+async def test_tool_tier_forces_emit_result() -> None:
+    fake = FakeModel(script=[Reply(tool_calls=[ToolCall(EMIT_RESULT, GOOD)])])
+    result = await run_agent(
+        make_spec(fake, output=output_spec(Verdict)), HostDouble(), HooksDouble()
+    )
+    assert result.status == "ok" and result.output == Verdict(**GOOD)
+    request = fake.requests[0]
+    assert request.tool_choice == EMIT_RESULT
+    assert [t.name for t in request.tools] == [EMIT_RESULT]
+    assert request.output_format is None
+
+
+async def test_tool_tier_beside_other_tools_requires_a_call_and_keeps_the_tool_loop() -> None:
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return "facts"
+
+    script = [
+        Reply(tool_calls=[ToolCall("lookup", {"q": "x"})]),
+        Reply(tool_calls=[ToolCall(EMIT_RESULT, GOOD)]),
+    ]
+    fake = FakeModel(script=script)
+    spec = make_spec(fake, output=output_spec(Verdict), tools=[lookup])
+    result = await run_agent(spec, HostDouble(), HooksDouble())
+    assert result.output == Verdict(**GOOD) and result.turns == 2
+    assert fake.requests[0].tool_choice == "required"
+    assert [t.name for t in fake.requests[0].tools] == ["lookup", EMIT_RESULT]
+
+
+async def test_prompt_tier_puts_the_schema_in_the_system_prompt_and_tolerates_fences() -> None:
+    fake = FakeModel(
+        script=[Reply(text=f"Here you go:\n```json\n{GOOD_TEXT}\n```")], structured_output="prompt"
+    )
+    spec = make_spec(fake, output=output_spec(Verdict), system="You judge.")
+    result = await run_agent(spec, HostDouble(), HooksDouble())
+    assert result.output == Verdict(**GOOD)
+    system = fake.requests[0].system
+    assert system.startswith("You judge.") and '"rationale"' in system
+
+
+async def test_a_dict_schema_is_validated_by_the_minimal_check() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}}
+    script = [
+        Reply(tool_calls=[ToolCall(EMIT_RESULT, {"result": [1, "two"]})]),
+        Reply(tool_calls=[ToolCall(EMIT_RESULT, {"result": [1, 2]})]),
+    ]
+    fake = FakeModel(script=script)
+    result = await run_agent(
+        make_spec(fake, output=output_spec(schema)), HostDouble(), HooksDouble()
+    )
+    assert (result.status, result.output) == ("ok", [1, 2])
+    assert fake.requests[0].tools[0].parameters["required"] == ["result"]
+    retry = tool_results(fake.requests[1].messages)[0]
+    assert retry.is_error and "result.1" in retry.content
+
+
+async def test_an_invalid_output_is_re_prompted_with_its_issues_then_accepted() -> None:
+    script = [Reply(text='{"score": "high"}'), Reply(text=GOOD_TEXT)]
+    fake = FakeModel(script=script, structured_output="native")
+    host = HostDouble()
+    result = await run_agent(make_spec(fake, output=output_spec(Verdict)), host, HooksDouble())
+    assert result.status == "ok" and result.output == Verdict(**GOOD)
+    reprompt = fake.requests[1].messages[-1]
+    assert reprompt.role == "user"
+    assert "score" in reprompt.text_content and "rationale: Field required" in reprompt.text_content
+    [event] = host.of_type("agent:schema-retry")
+    assert event["attempt"] == 1 and {tuple(i["loc"]) for i in event["issues"]} == {
+        ("score",),
+        ("rationale",),
+    }
+
+
+async def test_an_invalid_emit_result_gets_the_issues_as_its_tool_result() -> None:
+    script = [
+        Reply(tool_calls=[ToolCall(EMIT_RESULT, {"score": 1})]),
+        Reply(tool_calls=[ToolCall(EMIT_RESULT, GOOD)]),
+    ]
+    fake = FakeModel(script=script)
+    result = await run_agent(
+        make_spec(fake, output=output_spec(Verdict)), HostDouble(), HooksDouble()
+    )
+    assert result.output == Verdict(**GOOD)
+    [feedback] = tool_results(fake.requests[1].messages)
+    assert feedback.is_error and "rationale: Field required" in feedback.content
+
+
+async def test_a_text_reply_on_the_tool_tier_is_re_prompted() -> None:
+    script = [Reply(text="I think 7"), Reply(tool_calls=[ToolCall(EMIT_RESULT, GOOD)])]
+    fake = FakeModel(script=script)
+    result = await run_agent(
+        make_spec(fake, output=output_spec(Verdict)), HostDouble(), HooksDouble()
+    )
+    assert result.output == Verdict(**GOOD)
+    assert EMIT_RESULT in fake.requests[1].messages[-1].text_content
+
+
+async def test_schema_retries_exhausted_settle_schema_mismatch_with_issues() -> None:
+    fake = FakeModel(script=[Reply(text='{"score": "x"}')] * 5, structured_output="prompt")
+    spec = make_spec(fake, output=output_spec(Verdict), schema_retries=2)
+    result = await run_agent(spec, HostDouble(), HooksDouble())
+    assert result.status == "error" and result.error is not None
+    assert result.error.kind == "schema-mismatch"
+    assert result.error.issues and {tuple(i["loc"]) for i in result.error.issues} == {
+        ("score",),
+        ("rationale",),
+    }
+    assert fake.calls == 3  # the answer plus two re-prompts; never a silent cast
+
+
+async def test_a_budget_refusal_on_a_re_prompt_turn_names_the_extract_stage() -> None:
+    fake = FakeModel(
+        script=[Reply(text="not json"), Reply(text=GOOD_TEXT)], structured_output="native"
+    )
+    hooks = HooksDouble(refuse_on_turn=2)
+    result = await run_agent(make_spec(fake, output=output_spec(Verdict)), HostDouble(), hooks)
+    assert result.error is not None
+    assert (result.status, result.error.kind, result.error.stage) == ("error", "budget", "extract")
+
+
+async def test_the_tier_follows_the_model_that_serves() -> None:
+    native = FakeModel("n", script=[Reply(error="transport")], structured_output="native")
+    forced = FakeModel("t", script=[Reply(tool_calls=[ToolCall(EMIT_RESULT, GOOD)])])
+    spec = make_spec(native, forced, output=output_spec(Verdict), retry=_one_attempt())
+    result = await run_agent(spec, HostDouble(), HooksDouble())
+    assert (result.output, result.served_by) == (Verdict(**GOOD), "t:m")
+    assert native.requests[0].output_format is not None
+    assert forced.requests[0].tool_choice == EMIT_RESULT
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('```json\n{"a": 1}\n```', {"a": 1}),
+        ('Sure! {"a": 1} hope that helps', {"a": 1}),
+        ("[1, 2]", [1, 2]),
+    ],
+)
+def test_parse_json_tolerates_fences_and_prose(text: str, expected: Any) -> None:
+    assert parse_json(text) == (True, expected)
+
+
+def test_parse_json_reports_no_json() -> None:
+    assert parse_json("no json here") == (False, None)
+
+
+def test_schema_annotations_do_not_change_schema_hash() -> None:
+    class A(BaseModel):
+        score: float = Field(description="how good")
+        rationale: str
+
+    class B(BaseModel):
+        """A differently documented twin."""
+
+        score: float = Field(description="a completely different description", examples=[1.0])
+        rationale: str = Field(title="Why")
+
+    class C(BaseModel):
+        score: int
+        rationale: str
+
+    def h(cls: type[BaseModel]) -> str | None:
+        return schema_hash(output_spec(cls).schema)
+
+    assert h(A) == h(B) == h(Verdict)
+    assert h(C) != h(A)
+
+
+def _one_attempt() -> Any:
+    from tether.agents.host import RetryPolicy
+
+    return RetryPolicy(attempts=1)
