@@ -1,0 +1,356 @@
+"""`JsonlStore`: journals as plain JSON-lines files, one per run, readable with `cat` and `jq`.
+
+A line is committed when its newline is written. A crash can leave a torn last line; loads ignore
+it and the next append truncates it away. Any other damaged line is a `JournalCorruptError`.
+Every write to a run happens under an `flock` on `<run_id>.lock`, so processes on one host (or a
+filesystem with working `flock`) can share a directory; leases follow the same rules as SQLite.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
+from tether.contracts.errors import ConfigError, JournalCorruptError
+from tether.stores.leases import (
+    check_acquire,
+    check_fence,
+    effect_json,
+    new_lease,
+    number_entries,
+    parse_entry,
+    releases,
+    renewed,
+)
+
+T = TypeVar("T")
+_CHUNK = 1 << 16
+
+
+class _Unparsable(Exception):
+    """A line that is not JSON at all: torn if it is the last one, corruption otherwise."""
+
+
+def _scan(path: Path, data: bytes, parse: Callable[[bytes, int, int], T]) -> tuple[list[T], int]:
+    """Parse the committed lines of `data`; return the items and the byte length they span."""
+    items: list[T] = []
+    pos = valid_end = 0
+    committed = data[: data.rfind(b"\n") + 1]
+    for lineno, line in enumerate(committed.split(b"\n")[:-1], start=1):
+        pos += len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            items.append(parse(line, lineno, len(items) + 1))
+        except _Unparsable:
+            if not committed[pos:].strip():
+                break  # the last line, torn by a crash: not committed
+            raise JournalCorruptError(
+                f"journal corrupt: line {lineno} of {path} is not JSON, and it is not the last "
+                f"line, so it was not torn by a crash. Fix or remove that line by hand (the file "
+                f"is plain JSON lines; later entries need consecutive seq) or restore the file "
+                f"from a backup.",
+                path=str(path),
+                line=lineno,
+            ) from None
+        valid_end = pos
+    return items, valid_end
+
+
+def _journal_parser(path: Path) -> Callable[[bytes, int, int], JournalEntry]:
+    def parse(line: bytes, lineno: int, seq: int) -> JournalEntry:
+        try:
+            entry = parse_entry(line, f"line {lineno} of {path}")
+        except JournalCorruptError as exc:
+            if exc.data.get("unparsable"):
+                raise _Unparsable from None
+            raise
+        if entry.seq != seq:
+            raise JournalCorruptError(
+                f"journal corrupt: line {lineno} of {path} holds seq {entry.seq} where seq {seq} "
+                f"belongs. The file was edited or mixed with another run's: restore it from a "
+                f"backup, or renumber the lines by hand.",
+                path=str(path),
+                line=lineno,
+            )
+        return entry
+
+    return parse
+
+
+def _effect_parser(path: Path) -> Callable[[bytes, int, int], dict[str, Any]]:
+    def parse(line: bytes, lineno: int, _index: int) -> dict[str, Any]:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise _Unparsable from None
+        if not isinstance(row, dict):
+            raise JournalCorruptError(
+                f"effect ledger corrupt: line {lineno} of {path} is not a JSON object. Fix or "
+                f"remove that line by hand, or restore the file from a backup.",
+                path=str(path),
+                line=lineno,
+            )
+        return row
+
+    return parse
+
+
+def _last_line(fd: int, size: int) -> bytes | None:
+    """The file's last line if the file ends with a newline (the common, clean case), else None."""
+    if size == 0 or os.pread(fd, 1, size - 1) != b"\n":
+        return None
+    pos, buf = size - 1, b""
+    while pos > 0:
+        step = min(_CHUNK, pos)
+        pos -= step
+        buf = os.pread(fd, step, pos) + buf
+        cut = buf.rfind(b"\n")
+        if cut >= 0:
+            return buf[cut + 1 :]
+    return buf
+
+
+def _is_object(line: bytes | None) -> bool:
+    try:
+        return line is not None and isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def _atomic_write(path: Path, data: bytes, fsync: bool) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _check_run_id(run_id: str) -> None:
+    if (
+        not run_id
+        or run_id.startswith(".")
+        or run_id.endswith(".effects")
+        or any(c in run_id for c in "/\\\0")
+    ):
+        raise ConfigError(
+            f"run id {run_id!r} cannot name files in a jsonl store: it must be non-empty, must "
+            f"not start with '.', contain '/' or '\\', or end in '.effects'. Choose another run "
+            f"id, or use a sqlite:// store.",
+            run_id=run_id,
+        )
+
+
+class JsonlStore:
+    """A journal store in a directory of JSON-lines files, with leases and blobs beside them."""
+
+    def __init__(
+        self, dir: str | Path, *, fsync: bool = False, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.dir = Path(dir).absolute()  # a later chdir must not move the journals
+        (self.dir / "blobs").mkdir(parents=True, exist_ok=True)
+        self._fsync = fsync
+        self._clock = clock
+        # run_id -> (inode, size, last seq) as this instance last wrote it; saves a tail read.
+        self._tails: dict[str, tuple[int, int, int]] = {}
+
+    def _file(self, run_id: str, suffix: str) -> Path:
+        _check_run_id(run_id)
+        return self.dir / f"{run_id}{suffix}"
+
+    @contextmanager
+    def _locked(self, run_id: str) -> Iterator[None]:
+        fd = os.open(self._file(run_id, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    def _held(self, run_id: str) -> Lease | None:
+        try:
+            return Lease.model_validate_json(self._file(run_id, ".lease").read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def _tail(self, path: Path, fd: int, size: int) -> tuple[int, int]:
+        """(valid end offset, last seq) of a journal file, reading only its end when it is clean."""
+        if size == 0:
+            return 0, 0
+        line = _last_line(fd, size)
+        if line is not None:
+            try:
+                seq = json.loads(line)["seq"]
+                if isinstance(seq, int):
+                    return size, seq
+            except (ValueError, KeyError, TypeError):
+                pass
+        entries, end = _scan(path, os.pread(fd, size, 0), _journal_parser(path))
+        return end, len(entries)
+
+    async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
+        return (await self.append_many(run_id, [entry], lease))[0]
+
+    async def append_many(
+        self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
+    ) -> list[int]:
+        path = self._file(run_id, ".jsonl")
+        with self._locked(run_id):
+            if lease is not None:
+                check_fence(run_id, lease, self._held(run_id), self._clock())
+            if not entries:
+                return []
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                st = os.fstat(fd)
+                cached = self._tails.get(run_id)
+                if cached is not None and cached[:2] == (st.st_ino, st.st_size):
+                    end, last = st.st_size, cached[2]
+                else:
+                    end, last = self._tail(path, fd, st.st_size)
+                rows = number_entries(run_id, last, entries)
+                data = "".join(f"{text}\n" for _, text in rows).encode()
+                if st.st_size != end:
+                    os.ftruncate(fd, end)  # drop a torn tail so the file stays well-formed
+                _pwrite_all(fd, data, end)
+                if self._fsync:
+                    os.fsync(fd)
+                self._tails[run_id] = (st.st_ino, end + len(data), rows[-1][0])
+            finally:
+                os.close(fd)
+        return [seq for seq, _ in rows]
+
+    async def load(self, run_id: str) -> list[JournalEntry]:
+        path = self._file(run_id, ".jsonl")
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        return _scan(path, data, _journal_parser(path))[0]
+
+    async def put_meta(self, meta: RunMeta) -> None:
+        _atomic_write(
+            self._file(meta.run_id, ".meta.json"), meta.model_dump_json().encode(), self._fsync
+        )
+
+    def _read_meta(self, path: Path) -> RunMeta:
+        try:
+            return RunMeta.model_validate_json(path.read_bytes())
+        except ValueError as exc:
+            raise JournalCorruptError(
+                f"run metadata corrupt: {path} is not valid ({exc.__class__.__name__}). Restore "
+                f"it from a backup or delete it (the journal beside it is unaffected).",
+                path=str(path),
+            ) from None
+
+    async def get_meta(self, run_id: str) -> RunMeta | None:
+        path = self._file(run_id, ".meta.json")
+        try:
+            return self._read_meta(path)
+        except FileNotFoundError:
+            return None
+
+    async def list_runs(self, *, limit: int = 100) -> list[RunMeta]:
+        metas: list[RunMeta] = []
+        for path in self.dir.glob("*.meta.json"):
+            try:
+                metas.append(self._read_meta(path))
+            except FileNotFoundError:
+                continue  # deleted while we listed
+        metas.sort(key=lambda m: (-m.created_at, m.run_id))
+        return metas[:limit]
+
+    async def delete(self, run_id: str) -> None:
+        # The lock file and the epoch stay: a later acquire must still get a higher epoch.
+        with self._locked(run_id):
+            for suffix in (".jsonl", ".meta.json", ".effects.jsonl", ".lease"):
+                self._file(run_id, suffix).unlink(missing_ok=True)
+            self._tails.pop(run_id, None)
+
+    def _blob(self, key: str) -> Path:
+        name = quote(key, safe="")
+        if len(name) > 200 or name.startswith("."):
+            name = "h-" + uuid.uuid5(uuid.NAMESPACE_URL, key).hex
+        return self.dir / "blobs" / name
+
+    async def put_blob(self, key: str, data: bytes) -> None:
+        _atomic_write(self._blob(key), bytes(data), self._fsync)
+
+    async def get_blob(self, key: str) -> bytes | None:
+        try:
+            return self._blob(key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
+        line = (effect_json(run_id, row) + "\n").encode()
+        path = self._file(run_id, ".effects.jsonl")
+        with self._locked(run_id):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                end = os.fstat(fd).st_size
+                last = _last_line(fd, end)
+                if end and not _is_object(last):
+                    end = _scan(path, os.pread(fd, end, 0), _effect_parser(path))[1]
+                    os.ftruncate(fd, end)
+                _pwrite_all(fd, line, end)
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    async def load_effects(self, run_id: str) -> list[dict[str, Any]]:
+        path = self._file(run_id, ".effects.jsonl")
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        return _scan(path, data, _effect_parser(path))[0]
+
+    async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
+        epoch_file = self._file(run_id, ".epoch")
+        with self._locked(run_id):
+            now = self._clock()
+            check_acquire(run_id, self._held(run_id), owner, ttl_s, now)
+            prev = int(epoch_file.read_text()) if epoch_file.exists() else 0
+            lease = new_lease(run_id, owner, prev, ttl_s, now)
+            # Epoch first: a crash between the two writes wastes an epoch, never reuses one.
+            _atomic_write(epoch_file, str(lease.epoch).encode(), self._fsync)
+            _atomic_write(
+                self._file(run_id, ".lease"), lease.model_dump_json().encode(), self._fsync
+            )
+        return lease
+
+    async def renew(self, lease: Lease) -> Lease:
+        with self._locked(lease.run_id):
+            fresh = renewed(lease, self._held(lease.run_id), self._clock())
+            _atomic_write(
+                self._file(lease.run_id, ".lease"), fresh.model_dump_json().encode(), self._fsync
+            )
+        return fresh
+
+    async def release(self, lease: Lease) -> None:
+        with self._locked(lease.run_id):
+            if releases(lease, self._held(lease.run_id)):
+                self._file(lease.run_id, ".lease").unlink(missing_ok=True)
+
+    async def close(self) -> None:
+        self._tails.clear()

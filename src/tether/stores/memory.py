@@ -1,0 +1,105 @@
+"""`MemoryStore`: a journal store that lives and dies with this process (tests, demos)."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
+from tether.stores.leases import (
+    check_acquire,
+    check_fence,
+    effect_json,
+    new_lease,
+    number_entries,
+    releases,
+    renewed,
+)
+
+
+class MemoryStore:
+    """Every store feature, in dicts; entries are kept as JSON text so callers cannot alias them."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        warnings.warn(
+            "tether MemoryStore: journals live in this process only, so a run cannot be resumed "
+            "after a crash or from another process. Use store='sqlite:///.tether/tether.db' "
+            "(the default) for durable runs.",
+            UserWarning,
+            stacklevel=2,
+        )
+        self._clock = clock
+        self._entries: dict[str, list[str]] = {}
+        self._meta: dict[str, RunMeta] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._effects: dict[str, list[str]] = {}
+        self._leases: dict[str, Lease] = {}
+        self._epochs: dict[str, int] = {}
+
+    async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
+        return (await self.append_many(run_id, [entry], lease))[0]
+
+    async def append_many(
+        self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
+    ) -> list[int]:
+        if lease is not None:
+            check_fence(run_id, lease, self._leases.get(run_id), self._clock())
+        if not entries:
+            return []
+        log = self._entries.setdefault(run_id, [])
+        rows = number_entries(run_id, len(log), entries)
+        log.extend(text for _, text in rows)
+        return [seq for seq, _ in rows]
+
+    async def load(self, run_id: str) -> list[JournalEntry]:
+        return [JournalEntry.model_validate_json(t) for t in self._entries.get(run_id, [])]
+
+    async def put_meta(self, meta: RunMeta) -> None:
+        self._meta[meta.run_id] = meta.model_copy(deep=True)
+
+    async def get_meta(self, run_id: str) -> RunMeta | None:
+        meta = self._meta.get(run_id)
+        return None if meta is None else meta.model_copy(deep=True)
+
+    async def list_runs(self, *, limit: int = 100) -> list[RunMeta]:
+        metas = sorted(self._meta.values(), key=lambda m: (-m.created_at, m.run_id))
+        return [m.model_copy(deep=True) for m in metas[:limit]]
+
+    async def delete(self, run_id: str) -> None:
+        for table in (self._entries, self._meta, self._effects, self._leases):
+            table.pop(run_id, None)
+
+    async def put_blob(self, key: str, data: bytes) -> None:
+        self._blobs[key] = bytes(data)
+
+    async def get_blob(self, key: str) -> bytes | None:
+        return self._blobs.get(key)
+
+    async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
+        self._effects.setdefault(run_id, []).append(effect_json(run_id, row))
+
+    async def load_effects(self, run_id: str) -> list[dict[str, Any]]:
+        return [json.loads(t) for t in self._effects.get(run_id, [])]
+
+    async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
+        now = self._clock()
+        check_acquire(run_id, self._leases.get(run_id), owner, ttl_s, now)
+        lease = new_lease(run_id, owner, self._epochs.get(run_id, 0), ttl_s, now)
+        self._epochs[run_id] = lease.epoch
+        self._leases[run_id] = lease
+        return lease
+
+    async def renew(self, lease: Lease) -> Lease:
+        fresh = renewed(lease, self._leases.get(lease.run_id), self._clock())
+        self._leases[lease.run_id] = fresh
+        return fresh
+
+    async def release(self, lease: Lease) -> None:
+        if releases(lease, self._leases.get(lease.run_id)):
+            del self._leases[lease.run_id]
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,35 @@
+"""Fixtures for the store tests: a reachable PostgreSQL server, and a fresh schema per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+PG_DSN = os.environ.get("TETHER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The test server's DSN, or skip when it is not reachable."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_DSN, connect_timeout=3):
+            pass
+    except Exception as exc:
+        pytest.skip(f"PostgreSQL not reachable at {PG_DSN}: {exc}")
+    return PG_DSN
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A schema name no other test uses, dropped afterwards."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
