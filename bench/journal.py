@@ -127,13 +127,51 @@ def bench_appends(entries: int = 5_000) -> list[AppendFigure]:
     return figures
 
 
+def bench_replay(steps: int = 10_000) -> list[tuple[str, int, float, float]]:
+    """Run a `steps`-step workflow once, then time a full resume (every step replays)."""
+    import tether
+
+    @tether.workflow(name="long")
+    async def long(ctx: tether.Ctx, n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += await ctx.step(f"s{i % 100}", lambda i=i: i)
+        return total
+
+    out: list[tuple[str, int, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, url in (("jsonl", f"jsonl://{tmp}/j"), ("sqlite", f"sqlite:///{tmp}/replay.db")):
+
+            async def measure(url: str = url) -> tuple[int, float, float]:
+                engine = tether.Engine(store=url)
+                start = time.perf_counter()
+                await engine.run(long, {"n": steps}, run_id="long")
+                live = time.perf_counter() - start
+                entries = len(await engine.inspect("long"))
+                start = time.perf_counter()
+                again = await engine.resume("long", long, {"n": steps})
+                replay = time.perf_counter() - start
+                assert again.replay.hits == steps and again.replay.misses == 0
+                await engine.close()
+                return entries, live, replay
+
+            entries, live, replay = asyncio.run(measure())
+            out.append((name, entries, live, replay))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--entries", type=int, default=5_000)
+    parser.add_argument("--steps", type=int, default=10_000)
     args = parser.parse_args()
     print(f"{'store':<10} {'per call':>9} {'entries':>8} {'seconds':>8} {'appends/s':>11}")
     for f in bench_appends(args.entries):
         print(f"{f.store:<10} {f.group:>9} {f.entries:>8} {f.seconds:>8.3f} {f.per_s:>11,.0f}")
+    print()
+    print(f"{'store':<10} {'entries':>8} {'live run s':>11} {'resume s':>9} {'replayed entries/s':>19}")
+    for name, entries, live, replay in bench_replay(args.steps):
+        print(f"{name:<10} {entries:>8} {live:>11.2f} {replay:>9.2f} {entries / replay:>19,.0f}")
 
 
 if __name__ == "__main__":

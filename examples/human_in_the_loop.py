@@ -15,7 +15,7 @@ import tether
 async def publish(ctx: tether.Ctx, title: str) -> str:
     draft = await ctx.step("draft", lambda: f"# {title}\n\nBody text.")
     decision = await ctx.await_external("editor-approval")
-    return f"published: {title}" if decision == "yes" else f"shelved: {title}"
+    return f"published: {draft.splitlines()[0]}" if decision == "yes" else f"shelved: {title}"
 
 
 async def main() -> None:
@@ -23,7 +23,7 @@ async def main() -> None:
         engine = tether.Engine(store=f"sqlite:///{tmp}/t.db")
         first = await engine.run(publish, {"title": "Tether"}, run_id="post-1")
         print("first:", first.status, "waiting for", first.pending)
-        await engine.resolve_external("post-1", "editor-approval", "yes")   # e.g. from a web hook
+        await engine.resolve_external("post-1", "editor-approval", "yes")  # e.g. from a web hook
         done = await engine.resume("post-1", publish, {"title": "Tether"})
         print("after resolve:", done.status, done.value)
         await engine.close()

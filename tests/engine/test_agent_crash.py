@@ -12,8 +12,9 @@ CHILD = Path(__file__).with_name("agent_crash_child.py")
 
 
 def child(url: str, run_id: str, mode: str, log: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(CHILD), url, run_id, mode, str(log)],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(CHILD), url, run_id, mode, str(log)], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_crash_mid_tool_loop_restores_the_checkpoint_and_repeats_at_most_one_turn(tmp_path: Path) -> None:

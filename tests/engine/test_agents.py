@@ -27,7 +27,9 @@ def scripted(request: ChatRequest) -> Reply:
     last = request.messages[-1]
     names = {t.name for t in request.tools}
     if "emit_result" in names:
-        return Reply(tool_calls=[ToolCall("emit_result", {"score": 7, "rationale": "fine"})], input_tokens=50, output_tokens=10)
+        return Reply(
+            tool_calls=[ToolCall("emit_result", {"score": 7, "rationale": "fine"})], input_tokens=50, output_tokens=10
+        )
     if "add" in names and last.role != "tool":
         return Reply(tool_calls=[ToolCall("add", {"a": 2, "b": 3})], input_tokens=100, output_tokens=10)
     if last.role == "tool":
@@ -75,8 +77,12 @@ async def _keys(engine: tether.Engine, run_id: str) -> list[str]:
 @pytest.mark.parametrize(
     ("change", "reruns"),
     [
-        ("label", 0), ("retries-and-limits", 0), ("tool-implementation", 0),
-        ("prompt", 1), ("schema-fields", 1), ("tool-parameters", 1),
+        ("label", 0),
+        ("retries-and-limits", 0),
+        ("tool-implementation", 0),
+        ("prompt", 1),
+        ("schema-fields", 1),
+        ("tool-parameters", 1),
     ],
 )
 async def test_what_changes_identity_and_what_does_not(tmp_path: Any, change: str, reruns: int) -> None:
@@ -103,9 +109,12 @@ async def test_what_changes_identity_and_what_does_not(tmp_path: Any, change: st
         async def ident(ctx: tether.Ctx) -> list[Any]:
             tool = {"tool-implementation": add_v2, "tool-parameters": add_v3}.get(variant, add)
             out_cls = Verdict2 if variant == "schema-fields" else Verdict
-            a = await ctx.agent("prompt two" if variant == "prompt" else "add", tools=[tool],
-                                label="L2" if variant == "label" else "L1",
-                                max_turns=9 if variant == "retries-and-limits" else None)
+            a = await ctx.agent(
+                "prompt two" if variant == "prompt" else "add",
+                tools=[tool],
+                label="L2" if variant == "label" else "L1",
+                max_turns=9 if variant == "retries-and-limits" else None,
+            )
             b = await ctx.agent("score", output=out_cls)
             c = await ctx.agent("other", label="other")
             return [a, b.score, c]
@@ -176,9 +185,12 @@ async def test_a_deny_rule_gives_the_model_an_error_result(tmp_path: Any) -> Non
 async def test_failover_changes_only_served_by(tmp_path: Any) -> None:
     primary = tether.models.fake("p", script=[Reply(error="transport")] * 3)
     backup = tether.models.fake("b", script=[Reply(text="from backup")])
-    engine = tether.Engine(models=[primary, backup], store=f"sqlite:///{tmp_path}/t.db",
-                           routing={"loop": tether.ModelSpec("p:m", fallbacks=("b:m",))},
-                           sleep=lambda _: __import__("asyncio").sleep(0))
+    engine = tether.Engine(
+        models=[primary, backup],
+        store=f"sqlite:///{tmp_path}/t.db",
+        routing={"loop": tether.ModelSpec("p:m", fallbacks=("b:m",))},
+        sleep=lambda _: __import__("asyncio").sleep(0),
+    )
 
     @tether.workflow(name="fo")
     async def fo(ctx: tether.Ctx) -> Any:

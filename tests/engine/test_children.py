@@ -25,7 +25,9 @@ async def test_child_workflows_replay_without_running_their_body(engine: tether.
     assert again.value == [2, 4] and counter["child-body"] == 2
 
 
-async def test_a_crashed_child_is_redispatched_and_its_finished_steps_replay(engine: tether.Engine, counter: Counter[str]) -> None:
+async def test_a_crashed_child_is_redispatched_and_its_finished_steps_replay(
+    engine: tether.Engine, counter: Counter[str]
+) -> None:
     fail = {"on": True}
 
     @tether.workflow(name="child")

@@ -27,7 +27,9 @@ EXPECTED_B_RUNS = {
 def run_child(url: str, run_id: str, point: str, log: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(CHILD), url, run_id, point, str(log)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -192,14 +192,20 @@ async def test_dry_run_is_replay_strict_and_writes_nothing(engine: tether.Engine
 async def test_invalidate_reruns_exactly_that_entry(engine: tether.Engine, counter: Counter[str]) -> None:
     flow = make_flow(counter, ["a", "b"])
     await engine.run(flow, run_id="r")
-    b_seq = next(e.seq for e in await engine.inspect("r") if e.kind == "step" and e.status == "running" and e.ordinal == 0 and e.key and e.seq and e.seq > 3)
+    b_seq = next(
+        e.seq
+        for e in await engine.inspect("r")
+        if e.kind == "step" and e.status == "running" and e.ordinal == 0 and e.key and e.seq and e.seq > 3
+    )
     counter.clear()
     again = await engine.resume("r", flow, invalidate=[b_seq])
     assert counter == Counter({"b": 1})
     assert again.value == ["A", "B"]
 
 
-async def test_hash_version_outside_the_window_refuses_before_any_effect(engine: tether.Engine, counter: Counter[str]) -> None:
+async def test_hash_version_outside_the_window_refuses_before_any_effect(
+    engine: tether.Engine, counter: Counter[str]
+) -> None:
     flow = make_flow(counter, ["a"])
     await engine.run(flow, run_id="r")
     store = await engine.store()

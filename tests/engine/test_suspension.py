@@ -54,7 +54,9 @@ async def test_racing_closers_fold_to_the_first_in_journal_order(engine: tether.
     target = next(e for e in await engine.inspect("r") if e.kind == "external")
     # Two writers that both checked before either appended: the fold still picks the first.
     await store.append("r", JournalEntry(kind="abandon", ref=target.seq, scope=target.scope, key=target.key))
-    await store.append("r", JournalEntry(kind="resolution", ref=target.seq, scope=target.scope, key=target.key, value="late"))
+    await store.append(
+        "r", JournalEntry(kind="resolution", ref=target.seq, scope=target.scope, key=target.key, value="late")
+    )
     out = await engine.resume("r", approve_flow, {"item": "x"})
     assert out.status == "cancelled" and out.replay.skipped == 1
 

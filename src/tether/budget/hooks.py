@@ -35,7 +35,9 @@ class AccountHooks:
         return BudgetExhaustedError(
             f"budget exhausted: account {acct.name!r} has spent {acct.spent:.4f} of "
             f"{acct.ceiling:.4f} USD. Raise budget_usd for the next run.",
-            account=acct.name, spent=acct.spent, ceiling=acct.ceiling,
+            account=acct.name,
+            spent=acct.spent,
+            ceiling=acct.ceiling,
         )
 
     def before_turn(self) -> None:
@@ -53,9 +55,7 @@ class AccountHooks:
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:
         return None
 
-    def admit_turn_exposure(
-        self, served_by: str, est_input: int, planned_output: int
-    ) -> Callable[[], None] | None:
+    def admit_turn_exposure(self, served_by: str, est_input: int, planned_output: int) -> Callable[[], None] | None:
         return None
 
     async def await_exposure_release(self, signal: Signal | None = None) -> ExposureWait:

@@ -44,14 +44,23 @@ def _script(request: ChatRequest) -> Reply:
             break
     if any(t.name == "emit_result" for t in request.tools):
         score = 5.0 + (len(prompt) % 5)
-        return Reply(tool_calls=[ToolCall("emit_result", {"score": score, "rationale": "weighed it"})],
-                     input_tokens=400, output_tokens=40, latency_s=0.05)
+        return Reply(
+            tool_calls=[ToolCall("emit_result", {"score": score, "rationale": "weighed it"})],
+            input_tokens=400,
+            output_tokens=40,
+            latency_s=0.05,
+        )
     if any(t.name == "word_count" for t in request.tools) and last.role != "tool":
-        return Reply(tool_calls=[ToolCall("word_count", {"text": prompt})], input_tokens=300, output_tokens=20,
-                     latency_s=0.05)
+        return Reply(
+            tool_calls=[ToolCall("word_count", {"text": prompt})], input_tokens=300, output_tokens=20, latency_s=0.05
+        )
     angle = next((a for a in ANGLES if a in prompt), "neutral")
-    return Reply(text=f"From a {angle} view: a monorepo pays off when teams share code.",
-                 input_tokens=350, output_tokens=60, latency_s=0.05)
+    return Reply(
+        text=f"From a {angle} view: a monorepo pays off when teams share code.",
+        input_tokens=350,
+        output_tokens=60,
+        latency_s=0.05,
+    )
 
 
 def demo_model() -> FakeModel:

@@ -72,12 +72,16 @@ def demo(store: StoreOpt = None, kill_after: int = 3) -> None:
 
     url = _store(store) if store else f"sqlite:///{os.path.abspath('.tether/demo.db')}"
     if url.startswith("sqlite:///"):
-        os.makedirs(os.path.dirname(url[len("sqlite:///"):]) or ".", exist_ok=True)
+        os.makedirs(os.path.dirname(url[len("sqlite:///") :]) or ".", exist_ok=True)
     run_id = f"demo-{os.getpid()}"
     con = _console()
-    con.print(f"[bold]1.[/bold] running the panel workflow (6 agents) in a child process; it is killed after {kill_after} agents settle")
-    child = subprocess.run([sys.executable, "-m", "tether.cli.demo", url, run_id, str(kill_after)],
-                           capture_output=True, text=True)
+    con.print(
+        "[bold]1.[/bold] running the panel workflow (6 agents) in a child process; "
+        f"it is killed after {kill_after} agents settle"
+    )
+    child = subprocess.run(
+        [sys.executable, "-m", "tether.cli.demo", url, run_id, str(kill_after)], capture_output=True, text=True
+    )
     con.print(f"   child exited with {child.returncode} (SIGKILL is -9)")
 
     async def resume() -> Any:
@@ -89,21 +93,29 @@ def demo(store: StoreOpt = None, kill_after: int = 3) -> None:
 
     con.print("[bold]2.[/bold] resuming from the journal")
     outcome, calls = _run(resume)
-    con.print(f"   replayed (hits): [green]{outcome.replay.hits}[/green]   ran live (misses): "
-              f"[yellow]{outcome.replay.misses}[/yellow]   redispatched/reruns: {outcome.replay.reruns}")
+    con.print(
+        f"   replayed (hits): [green]{outcome.replay.hits}[/green]   ran live (misses): "
+        f"[yellow]{outcome.replay.misses}[/yellow]   redispatched/reruns: {outcome.replay.reruns}"
+    )
     con.print(f"   provider calls made by the resume: {calls}")
     con.print(f"[bold]3.[/bold] outcome: {outcome.status}, value {json.dumps(outcome.value)}")
-    con.print(f"   cost {outcome.cost.total_usd:.6f} USD over {outcome.cost.provider_calls} provider calls; run id {run_id}")
+    con.print(
+        f"   cost {outcome.cost.total_usd:.6f} USD over {outcome.cost.provider_calls} provider calls; run id {run_id}"
+    )
     con.print(f"   look inside: tether inspect {run_id} --store {url}")
 
 
 @app.command()
 def run(
-    target: str, args: Annotated[str, typer.Option("--args", help="JSON object of workflow args.")] = "{}",
+    target: str,
+    args: Annotated[str, typer.Option("--args", help="JSON object of workflow args.")] = "{}",
     budget: Annotated[float | None, typer.Option("--budget", help="USD ceiling.")] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id")] = None, store: StoreOpt = None, json_out: JsonOpt = False,
+    run_id: Annotated[str | None, typer.Option("--run-id")] = None,
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Run MODULE:WORKFLOW with --args JSON under an optional --budget USD."""
+
     async def go() -> Any:
         wf = _load_workflow(target)
         engine = Engine(store=_store(store))
@@ -117,11 +129,15 @@ def run(
 
 @app.command()
 def resume(
-    run_id: str, target: Annotated[str, typer.Option("--workflow", help="MODULE:WORKFLOW")] ,
-    args: Annotated[str | None, typer.Option("--args")] = None, dry_run: bool = False,
-    store: StoreOpt = None, json_out: JsonOpt = False,
+    run_id: str,
+    target: Annotated[str, typer.Option("--workflow", help="MODULE:WORKFLOW")],
+    args: Annotated[str | None, typer.Option("--args")] = None,
+    dry_run: bool = False,
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Resume RUN_ID (the args must match the ones the run started with)."""
+
     async def go() -> Any:
         from tether.journal.canonical import content_key
 
@@ -132,7 +148,9 @@ def resume(
                 raise ConfigError(f"no run {run_id!r} in {_store(store)}")
             parsed = json.loads(args) if args is not None else None
             if parsed is not None and content_key(parsed) != meta.args_hash:
-                raise ConfigError(f"--args differ from the ones run {run_id!r} started with; pass the same args (or omit --args)")
+                raise ConfigError(
+                    f"--args differ from the ones run {run_id!r} started with; pass the same args (or omit --args)"
+                )
             return await engine.resume(run_id, _load_workflow(target), parsed, dry_run=dry_run)
         finally:
             await engine.close()
@@ -144,8 +162,10 @@ def _print_outcome(out: Any, json_out: bool) -> None:
     if json_out:
         print(out.model_dump_json(exclude={"error"}))
         return
-    _console().print(f"{out.run_id}: {out.status}  value={json.dumps(out.value, default=str)}  "
-                     f"cost={out.cost.total_usd:.6f} USD  hits={out.replay.hits} misses={out.replay.misses}")
+    _console().print(
+        f"{out.run_id}: {out.status}  value={json.dumps(out.value, default=str)}  "
+        f"cost={out.cost.total_usd:.6f} USD  hits={out.replay.hits} misses={out.replay.misses}"
+    )
     if out.status in ("error", "cancelled") and out.error is not None:
         raise typer.Exit(1)
 
@@ -170,7 +190,9 @@ def runs(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
         return
     table = Table("run id", "workflow", "status", "budget", "segments")
     for m in metas:
-        table.add_row(m.run_id, m.workflow, m.status, "-" if m.budget_usd is None else f"{m.budget_usd:.2f}", str(m.segments))
+        table.add_row(
+            m.run_id, m.workflow, m.status, "-" if m.budget_usd is None else f"{m.budget_usd:.2f}", str(m.segments)
+        )
     _console().print(table)
 
 
@@ -186,8 +208,16 @@ def inspect(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> N
         return
     table = Table("seq", "ref", "kind", "status", "scope", "label", "key", "cost", title=f"journal of {run_id}")
     for e in entries:
-        table.add_row(str(e.seq), "" if e.ref is None else str(e.ref), e.kind, e.status or "", e.scope, e.label or "",
-                      e.key[:10], "" if e.cost_usd is None else f"{e.cost_usd:.6f}")
+        table.add_row(
+            str(e.seq),
+            "" if e.ref is None else str(e.ref),
+            e.kind,
+            e.status or "",
+            e.scope,
+            e.label or "",
+            e.key[:10],
+            "" if e.cost_usd is None else f"{e.cost_usd:.6f}",
+        )
     _console().print(table)
 
 
@@ -199,10 +229,16 @@ def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
         print(report.model_dump_json())
         return
     con = _console()
-    con.print(f"total {report.total_usd:.6f} USD over {report.provider_calls} provider calls"
-              + (" (approximate)" if report.approximate else ""))
-    for title, rows in (("model", report.by_model), ("phase", report.by_phase), ("role", report.by_role),
-                        ("agent type", report.by_agent_type)):
+    con.print(
+        f"total {report.total_usd:.6f} USD over {report.provider_calls} provider calls"
+        + (" (approximate)" if report.approximate else "")
+    )
+    for title, rows in (
+        ("model", report.by_model),
+        ("phase", report.by_phase),
+        ("role", report.by_role),
+        ("agent type", report.by_agent_type),
+    ):
         for k, v in rows.items():
             con.print(f"  by {title:<10} {k:<40} {v:.6f}")
     for model, usage in report.unpriced.items():
@@ -237,9 +273,16 @@ def ledger(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> No
         return
     table = Table("attempt", "tool", "executor", "outcome", "exit", "signal", "ms", "args sha256")
     for r in rows:
-        table.add_row(r.attempt_id[:12], r.tool, r.executor, r.outcome or "[yellow]orphan[/yellow]",
-                      "" if r.exit_code is None else str(r.exit_code), r.signal or "",
-                      "" if r.duration_ms is None else f"{r.duration_ms:.0f}", r.args_hash[:12])
+        table.add_row(
+            r.attempt_id[:12],
+            r.tool,
+            r.executor,
+            r.outcome or "[yellow]orphan[/yellow]",
+            "" if r.exit_code is None else str(r.exit_code),
+            r.signal or "",
+            "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
+            r.args_hash[:12],
+        )
     _console().print(table)
 
 

@@ -24,9 +24,9 @@ from tether.contracts.prices import Price, Tier
 from tether.contracts.protocols import (
     BudgetHooks,
     ChatModel,
-    Executor,
     ExecRequest,
     ExecResult,
+    Executor,
     JournalStore,
     LeasableStore,
 )

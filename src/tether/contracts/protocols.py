@@ -8,7 +8,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.events import ToolEffectRecord
 from tether.contracts.messages import ChatRequest
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, ModelCaps
@@ -73,6 +72,12 @@ class ExecRequest(BaseModel):
     env: dict[str, str] = {}
     cwd: str | None = None
     idempotency_key: str = ""
+    attempt_id: str = ""
+    """The ledger's id for this dispatch attempt (a container is named after it)."""
+    workdir: str | None = None
+    """The dispatch's fresh directory once `prepare` made it; None: the executor makes one."""
+    work_mount: str | None = None
+    """Where `cwd` appears inside a container (set by the container executor's `prepare`)."""
 
 
 class ExecResult(BaseModel):
@@ -89,6 +94,8 @@ class ExecResult(BaseModel):
     workdir: str = ""
     cwd: str | None = None
     work_mount: str | None = None
+    pgid: int | None = None
+    """The host process group the call ran in (process executors); gone once the result exists."""
 
 
 @runtime_checkable
@@ -97,7 +104,20 @@ class Executor(Protocol):
 
     name: str
 
-    async def run(self, request: ExecRequest, fn: Callable[..., Any] | None = None) -> ExecResult: ...
+    async def run(
+        self, request: ExecRequest, fn: Callable[..., Any] | None = None
+    ) -> ExecResult: ...
+
+
+@runtime_checkable
+class PreparingExecutor(Executor, Protocol):
+    """An executor that can fix a dispatch's placement (workdir, mounts) before the effect starts.
+
+    The effect ledger calls `prepare` before it writes the intent row, so the row names the real
+    workdir; `run` then uses `request.workdir` and removes it afterwards like one it made itself.
+    """
+
+    def prepare(self, request: ExecRequest) -> ExecRequest: ...
 
 
 ExposureWait = Literal["released", "drained", "aborted"]

@@ -61,11 +61,23 @@ class AgentCall:
         self.ctx: Ctx | None = None
 
     async def call(
-        self, prompt: str, *, output: Any = None, tools: Sequence[Tool] = (), model: ModelLike | None = None,
-        agent_type: str | None = None, key: str | None = None, label: str | None = None,
-        est_cost: float | None = None, max_turns: int | None = None, max_output_tokens: int | None = None,
-        tool_budget: Any = None, on_error: Literal["raise", "none"] = "raise", full: bool = False,
-        role: str = "loop", system: str | None = None,
+        self,
+        prompt: str,
+        *,
+        output: Any = None,
+        tools: Sequence[Tool] = (),
+        model: ModelLike | None = None,
+        agent_type: str | None = None,
+        key: str | None = None,
+        label: str | None = None,
+        est_cost: float | None = None,
+        max_turns: int | None = None,
+        max_output_tokens: int | None = None,
+        tool_budget: Any = None,
+        on_error: Literal["raise", "none"] = "raise",
+        full: bool = False,
+        role: str = "loop",
+        system: str | None = None,
     ) -> Any:
         seg, engine = self.seg, self.seg.engine
         frame = CURRENT_FRAME.get()
@@ -75,36 +87,65 @@ class AgentCall:
         out = output_spec(output)
         all_tools = [*profile.tools, *tools]
         ident = {
-            "kind": "agent", "agent_type": agent_type, "model": spec_model.identity,
-            "prompt": key if key is not None else prompt, "schema_hash": schema_hash(out.schema if out else None),
-            "toolset_hash": toolset_hash(all_tools), "isolation": None,
+            "kind": "agent",
+            "agent_type": agent_type,
+            "model": spec_model.identity,
+            "prompt": key if key is not None else prompt,
+            "schema_hash": schema_hash(out.schema if out else None),
+            "toolset_hash": toolset_hash(all_tools),
+            "isolation": None,
         }
         k = content_key(ident)
         found = seg.lookup(frame.scope, k)
         if found.action == "replay" and found.match and found.match.terminal:
             result = restore_result(found.match.entry, found.match.terminal, out)
             seg.events.emit("agent:start", replayed=True, agent_id=result.agent_id, label=label)
-            seg.events.emit("agent:end", replayed=True, agent_id=result.agent_id, label=label,
-                            status=result.status, usage=result.usage.model_dump(),
-                            cost=result.cost_usd, tool_budget=_dump(result.tool_budget))
+            seg.events.emit(
+                "agent:end",
+                replayed=True,
+                agent_id=result.agent_id,
+                label=label,
+                status=result.status,
+                usage=result.usage.model_dump(),
+                cost=result.cost_usd,
+                tool_budget=_dump(result.tool_budget),
+            )
             return self._shape(frame, found.match.entry, result, on_error, full)
         seg.require_live(f"agent {label or prompt[:40]!r}", frame.scope)
         spec = AgentSpec(
-            prompt=prompt, models=models, system=system or profile.system, output=out, tools=all_tools,
+            prompt=prompt,
+            models=models,
+            system=system or profile.system,
+            output=out,
+            tools=all_tools,
             max_turns=max_turns or profile.max_turns or 32,
             max_output_tokens=max_output_tokens or profile.max_output_tokens or 4_096,
-            effort=spec_model.effort, tool_budget=tool_budget, label=label, agent_type=agent_type,
+            effort=spec_model.effort,
+            tool_budget=tool_budget,
+            label=label,
+            agent_type=agent_type,
             permissions=engine.permissions,
         )
         if seg.agent_slots.locked():
             seg.events.emit("agent:queued", label=label)
         async with seg.agent_slots:
-            running = found.running or await seg.append(JournalEntry(
-                kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k),
-                status="running", label=label, phase=frame.phase, agent_id=seg.mint_agent_id(),
-                parent_agent_id=frame.agent_id, agent_type=agent_type, role=role,
-                started_at=engine.clock(), value={"model": spec_model.identity},
-            ))
+            running = found.running or await seg.append(
+                JournalEntry(
+                    kind="agent",
+                    scope=frame.scope,
+                    key=k,
+                    ordinal=seg.index.next_ordinal(frame.scope, k),
+                    status="running",
+                    label=label,
+                    phase=frame.phase,
+                    agent_id=seg.mint_agent_id(),
+                    parent_agent_id=frame.agent_id,
+                    agent_type=agent_type,
+                    role=role,
+                    started_at=engine.clock(),
+                    value={"model": spec_model.identity},
+                )
+            )
             result, hooks = await self._run_loop(frame, running, spec)
         terminal = await seg.append(self._terminal(frame, running, result, hooks))
         result = restore_result(running, terminal, out, live=result)
@@ -115,8 +156,9 @@ class AgentCall:
 
         seg = self.seg
         assert running.seq is not None and self.ctx is not None
-        inner = frame.enter(join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id,
-                            depth=frame.depth + 1)
+        inner = frame.enter(
+            join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1
+        )
         host = EngineLoopHost(seg, self.ctx, running, inner)
         hooks = AccountHooks(frame.account, seg.engine.price_of, strict_pricing=seg.strict_pricing)
         token = CURRENT_FRAME.set(inner)
@@ -130,16 +172,31 @@ class AgentCall:
         error = result.error.model_dump(exclude_none=True) if result.error else None
         memoized = result.status == "limit" or (result.error is not None and result.error.kind in MEMOIZED_ERROR_KINDS)
         return JournalEntry(
-            kind="agent", ref=running.seq, scope=running.scope, key=running.key, ordinal=running.ordinal,
-            status=result.status, label=running.label, phase=frame.phase, agent_id=running.agent_id,
-            parent_agent_id=running.parent_agent_id, agent_type=running.agent_type, role=running.role,
+            kind="agent",
+            ref=running.seq,
+            scope=running.scope,
+            key=running.key,
+            ordinal=running.ordinal,
+            status=result.status,
+            label=running.label,
+            phase=frame.phase,
+            agent_id=running.agent_id,
+            parent_agent_id=running.parent_agent_id,
+            agent_type=running.agent_type,
+            role=running.role,
             value={"output": to_jsonable(result.output, what="the agent's output"), "turns": result.turns},
-            error=error, usage=result.usage, usage_by_model=result.usage_by_model or None,
-            served_by=result.served_by, provider_calls=hooks.provider_calls, cost_usd=hooks.cost_usd,
+            error=error,
+            usage=result.usage,
+            usage_by_model=result.usage_by_model or None,
+            served_by=result.served_by,
+            provider_calls=hooks.provider_calls,
+            cost_usd=hooks.cost_usd,
             costs=hooks.costs or None,
             unpriced={m: u.model_dump() for m, u in hooks.unpriced.items()} or None,
-            tool_budget=_dump(result.tool_budget), memoized=memoized or None,
-            checkpoint_ref=f"{self.seg.run_id}/checkpoints/{running.seq}", ended_at=self.seg.engine.clock(),
+            tool_budget=_dump(result.tool_budget),
+            memoized=memoized or None,
+            checkpoint_ref=f"{self.seg.run_id}/checkpoints/{running.seq}",
+            ended_at=self.seg.engine.clock(),
         )
 
     def _shape(self, frame: Frame, running: JournalEntry, result: AgentResult, on_error: str, full: bool) -> Any:
@@ -151,22 +208,29 @@ class AgentCall:
         if err.kind == "budget":
             raise BudgetExhaustedError(
                 f"budget: agent {running.label or running.agent_id} stopped ({err.reason or result.status}, "
-                f"stage {err.stage or 'loop'}): {err.message}", error=err, agent_id=running.agent_id,
+                f"stage {err.stage or 'loop'}): {err.message}",
+                error=err,
+                agent_id=running.agent_id,
             )
         if on_error == "none":
-            self.seg.dropped.append(DroppedBranch(scope=frame.scope, seq=running.seq, error=err.model_dump(exclude_none=True)))
+            self.seg.dropped.append(
+                DroppedBranch(scope=frame.scope, seq=running.seq, error=err.model_dump(exclude_none=True))
+            )
             return None
         raise AgentCallError(
             f"agent {running.label or running.agent_id} ended {result.status} ({err.kind}): {err.message}",
-            error=err, status=result.status, agent_id=running.agent_id,
+            error=err,
+            status=result.status,
+            agent_id=running.agent_id,
         )
 
     async def orchestrate(self, goal: str, **options: Any) -> Any:
         raise ConfigError("ctx.orchestrate arrives with agent trees (docs/agent-trees.md)")
 
 
-def restore_result(running: JournalEntry, terminal: JournalEntry, out: OutputSpec | None,
-                   live: AgentResult | None = None) -> AgentResult:
+def restore_result(
+    running: JournalEntry, terminal: JournalEntry, out: OutputSpec | None, live: AgentResult | None = None
+) -> AgentResult:
     """Rebuild an `AgentResult` from its journaled terminal (the same shape live and on replay)."""
     value = terminal.value if isinstance(terminal.value, dict) else {}
     output = value.get("output")
@@ -177,13 +241,18 @@ def restore_result(running: JournalEntry, terminal: JournalEntry, out: OutputSpe
     tb = terminal.tool_budget
     return AgentResult(
         status=terminal.status or "error",
-        output=output, usage=terminal.usage or (live.usage if live else Usage()),
-        cost_usd=terminal.cost_usd or 0.0, turns=int(value.get("turns") or 0), served_by=terminal.served_by,
+        output=output,
+        usage=terminal.usage or (live.usage if live else Usage()),
+        cost_usd=terminal.cost_usd or 0.0,
+        turns=int(value.get("turns") or 0),
+        served_by=terminal.served_by,
         usage_by_model=terminal.usage_by_model or {},
         error=AgentError.model_validate(terminal.error) if terminal.error else None,
         tool_budget=(live.tool_budget if live else _durable_tool_budget(tb)),
-        transcript_ref=terminal.checkpoint_ref, agent_id=running.agent_id,
-        parent_agent_id=running.parent_agent_id, replayed=live is None,
+        transcript_ref=terminal.checkpoint_ref,
+        agent_id=running.agent_id,
+        parent_agent_id=running.parent_agent_id,
+        replayed=live is None,
     )
 
 
@@ -198,4 +267,3 @@ def _durable_tool_budget(tb: dict[str, Any] | None) -> Any:
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:
     return model.model_dump(exclude_none=True) if model is not None else None
-

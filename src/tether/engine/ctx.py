@@ -79,9 +79,7 @@ class Ctx:
         return self._seg.run_id
 
     # -- host steps --------------------------------------------------------------------------
-    async def step(
-        self, label: str, fn: Callable[[], Any], *, key: str | None = None, deps: Sequence[Any] = ()
-    ) -> Any:
+    async def step(self, label: str, fn: Callable[[], Any], *, key: str | None = None, deps: Sequence[Any] = ()) -> Any:
         """Run `fn` once; after it completed, resumes serve its journaled result."""
         frame = CURRENT_FRAME.get()
         k = content_key({"kind": "step", "key": key or label, "deps": to_jsonable(list(deps))})
@@ -90,9 +88,7 @@ class Ctx:
             assert found.match and found.match.terminal
             return _revalidate(fn, found.match.terminal.value)
         self._seg.require_live(f"step {label!r}", frame.scope)
-        running = found.running or await self._seg.append(
-            self._entry(frame, "step", k, status="running", label=label)
-        )
+        running = found.running or await self._seg.append(self._entry(frame, "step", k, status="running", label=label))
         try:
             value = fn()
             if inspect.isawaitable(value):
@@ -107,9 +103,7 @@ class Ctx:
         return value
 
     # -- concurrency -------------------------------------------------------------------------
-    async def parallel(
-        self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool = False
-    ) -> list[Any]:
+    async def parallel(self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool = False) -> list[Any]:
         """Run branches concurrently, results in source order; `settle=True` never fails fast."""
         frame = CURRENT_FRAME.get()
         site = self._seg.next_counter(frame.scope, "par")
@@ -162,8 +156,11 @@ class Ctx:
 
     # -- child workflows ---------------------------------------------------------------------
     async def workflow(
-        self, child: Workflow | Callable[..., Awaitable[Any]], args: dict[str, Any] | None = None,
-        *, budget_fraction: float | None = None,
+        self,
+        child: Workflow | Callable[..., Awaitable[Any]],
+        args: dict[str, Any] | None = None,
+        *,
+        budget_fraction: float | None = None,
     ) -> Any:
         """Run a nested workflow in its own scope with a budget sub-account."""
         wf = as_workflow(child)
@@ -184,10 +181,16 @@ class Ctx:
         account = frame.account.child(budget_fraction, name=inner, ceiling=ceiling)
         account.restore(self._seg.engine.spent_under(self._seg.index.entries, inner))
         if running is None:
-            running = await self._seg.append(self._entry(
-                frame, "child", k, status="running", label=wf.name,
-                value={"inner_scope": inner, "workflow": wf.name, "ceiling": account.ceiling},
-            ))
+            running = await self._seg.append(
+                self._entry(
+                    frame,
+                    "child",
+                    k,
+                    status="running",
+                    label=wf.name,
+                    value={"inner_scope": inner, "workflow": wf.name, "ceiling": account.ceiling},
+                )
+            )
         self._seg.events.emit("child:start", workflow=wf.name, scope=inner)
         token = CURRENT_FRAME.set(frame.enter(inner, account=account, workflow=wf.name))
         try:
@@ -216,13 +219,24 @@ class Ctx:
             entry = found.match.entry
         else:
             self._seg.require_live(f"await_external({key!r})", frame.scope)
-            entry = await self._seg.append(self._entry(
-                frame, "external", k, status="suspended", label=key, value={"key": key},
-            ))
+            entry = await self._seg.append(
+                self._entry(
+                    frame,
+                    "external",
+                    k,
+                    status="suspended",
+                    label=key,
+                    value={"key": key},
+                )
+            )
         return await self._suspend(frame, entry, key, adapter, "external:waiting")
 
     async def _suspend(
-        self, frame: Frame, entry: JournalEntry, key: str, adapter: TypeAdapter[Any] | None,
+        self,
+        frame: Frame,
+        entry: JournalEntry,
+        key: str,
+        adapter: TypeAdapter[Any] | None,
         event: Literal["external:waiting", "approval:pending"],
     ) -> Any:
         assert entry.seq is not None
@@ -294,15 +308,27 @@ class Ctx:
     # -- entry builders ----------------------------------------------------------------------
     def _entry(self, frame: Frame, kind: Any, key: str, **fields: Any) -> JournalEntry:
         return JournalEntry(
-            kind=kind, scope=frame.scope, key=key, ordinal=self._seg.index.next_ordinal(frame.scope, key),
-            phase=frame.phase, started_at=self._seg.engine.clock(), **fields,
+            kind=kind,
+            scope=frame.scope,
+            key=key,
+            ordinal=self._seg.index.next_ordinal(frame.scope, key),
+            phase=frame.phase,
+            started_at=self._seg.engine.clock(),
+            **fields,
         )
 
     def _terminal(self, frame: Frame, running: JournalEntry, status: Any, **fields: Any) -> JournalEntry:
         return JournalEntry(
-            kind=running.kind, ref=running.seq, scope=running.scope, key=running.key,
-            ordinal=running.ordinal, status=status, label=running.label, phase=frame.phase,
-            ended_at=self._seg.engine.clock(), **fields,
+            kind=running.kind,
+            ref=running.seq,
+            scope=running.scope,
+            key=running.key,
+            ordinal=running.ordinal,
+            status=status,
+            label=running.label,
+            phase=frame.phase,
+            ended_at=self._seg.engine.clock(),
+            **fields,
         )
 
 

@@ -121,33 +121,46 @@ class Engine:
 
     # -- running -----------------------------------------------------------------------------
     def start(
-        self, wf: Workflow | Callable[..., Awaitable[Any]] | str, args: Mapping[str, Any] | None = None,
-        *, run_id: str | None = None, budget_usd: float | None = None, containment: Any = None,
-        deadline_s: float | None = None, max_in_flight_exposure_usd: float | None = None,
+        self,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        budget_usd: float | None = None,
+        containment: Any = None,
+        deadline_s: float | None = None,
+        max_in_flight_exposure_usd: float | None = None,
         strict_pricing: bool = False,
     ) -> RunHandle:
         """Start a run and return its handle at once (a known `run_id` resumes that run)."""
-        opts = RunOptions(budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
-                          max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing)
+        opts = RunOptions(
+            budget_usd=budget_usd,
+            containment=containment,
+            deadline_s=deadline_s,
+            max_in_flight_exposure_usd=max_in_flight_exposure_usd,
+            strict_pricing=strict_pricing,
+        )
         return self._launch(self._workflow(wf), dict(args) if args is not None else {}, run_id or str(ULID()), opts)
 
     def _launch(self, wf: Workflow, args: dict[str, Any] | None, run_id: str, opts: RunOptions) -> RunHandle:
-        if budget := opts.budget_usd:
-            if budget < 0:
-                raise ConfigError(f"budget_usd must be >= 0, got {budget}")
+        if opts.budget_usd is not None and opts.budget_usd < 0:
+            raise ConfigError(f"budget_usd must be >= 0, got {opts.budget_usd}")
         events = EventStream(run_id)
         handle = RunHandle(run_id, events, self)
         handle._bind(asyncio.get_running_loop().create_task(drive(self, handle, events, wf, args, opts)))
         return handle
 
-    async def run(self, wf: Workflow | Callable[..., Awaitable[Any]] | str,
-                  args: Mapping[str, Any] | None = None, **options: Any) -> RunOutcome:
+    async def run(
+        self, wf: Workflow | Callable[..., Awaitable[Any]] | str, args: Mapping[str, Any] | None = None, **options: Any
+    ) -> RunOutcome:
         """Start a run and wait for its outcome."""
         return await self.start(wf, args, **options)
 
-    def run_sync(self, wf: Workflow | Callable[..., Awaitable[Any]] | str,
-                 args: Mapping[str, Any] | None = None, **options: Any) -> RunOutcome:
+    def run_sync(
+        self, wf: Workflow | Callable[..., Awaitable[Any]] | str, args: Mapping[str, Any] | None = None, **options: Any
+    ) -> RunOutcome:
         """`run` for scripts without an event loop."""
+
         async def main() -> RunOutcome:
             try:
                 return await self.run(wf, args, **options)
@@ -157,9 +170,15 @@ class Engine:
         return asyncio.run(main())
 
     async def resume(
-        self, run_id: str, wf: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
-        args: Mapping[str, Any] | None = None, *, dry_run: bool = False, invalidate: Sequence[int] = (),
-        budget_usd: float | None = None, strict_pricing: bool = False,
+        self,
+        run_id: str,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
+        args: Mapping[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
+        invalidate: Sequence[int] = (),
+        budget_usd: float | None = None,
+        strict_pricing: bool = False,
     ) -> RunOutcome:
         """Resume a run from its journal; completed calls replay with zero provider calls."""
         store = await self.store()
@@ -173,8 +192,9 @@ class Engine:
                     run_id=run_id,
                 )
             wf = self.workflows[name]
-        opts = RunOptions(budget_usd=budget_usd, strict_pricing=strict_pricing, dry_run=dry_run,
-                          invalidate=tuple(invalidate))
+        opts = RunOptions(
+            budget_usd=budget_usd, strict_pricing=strict_pricing, dry_run=dry_run, invalidate=tuple(invalidate)
+        )
         return await self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts)
 
     def _workflow(self, wf: Workflow | Callable[..., Awaitable[Any]] | str) -> Workflow:
@@ -214,10 +234,18 @@ class Engine:
         from tether.engine.runner import leased
 
         async with leased(self, run_id, False) as lease:
-            await store.append(run_id, JournalEntry(
-                kind=kind, ref=target.seq, scope=target.scope, key=target.key,
-                value=value, started_at=self.clock(),
-            ), lease)
+            await store.append(
+                run_id,
+                JournalEntry(
+                    kind=kind,
+                    ref=target.seq,
+                    scope=target.scope,
+                    key=target.key,
+                    value=value,
+                    started_at=self.clock(),
+                ),
+                lease,
+            )
         return True
 
     # -- read side ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -17,15 +18,22 @@ class EventStream:
         self.run_id = run_id
         self._events: list[Event] = []
         self._closed = False
-        self._cond = asyncio.Condition()
+        self._waiters: set[asyncio.Event] = set()
         self._callbacks: list[tuple[str, Callable[[Event], Any]]] = []
 
     @property
     def events(self) -> list[Event]:
         return list(self._events)
 
-    def emit(self, type: str, *, replayed: bool = False, span_id: str | None = None,
-             parent_span_id: str | None = None, **data: Any) -> Event:
+    def emit(
+        self,
+        type: str,
+        *,
+        replayed: bool = False,
+        span_id: str | None = None,
+        parent_span_id: str | None = None,
+        **data: Any,
+    ) -> Event:
         event = Event(
             type=type,
             run_id=self.run_id,
@@ -39,22 +47,14 @@ class EventStream:
         self._events.append(event)
         for pattern, cb in list(self._callbacks):
             if pattern in ("*", type) or (pattern.endswith(":*") and type.startswith(pattern[:-1])):
-                try:
+                with contextlib.suppress(Exception):  # a telemetry callback never breaks a run
                     cb(event)
-                except Exception:  # a telemetry callback never breaks a run
-                    pass
         self._notify()
         return event
 
     def _notify(self) -> None:
-        async def wake() -> None:
-            async with self._cond:
-                self._cond.notify_all()
-
-        try:
-            asyncio.get_running_loop().create_task(wake())
-        except RuntimeError:
-            pass
+        for waiter in self._waiters:
+            waiter.set()
 
     def on(self, type: str, callback: Callable[[Event], Any]) -> None:
         """Call `callback(event)` for each future event of `type` (`"*"` or `"agent:*"` patterns)."""
@@ -66,12 +66,17 @@ class EventStream:
 
     async def subscribe(self) -> AsyncIterator[Event]:
         i = 0
-        while True:
-            while i < len(self._events):
-                yield self._events[i]
-                i += 1
-            if self._closed:
-                return
-            async with self._cond:
+        waiter = asyncio.Event()
+        self._waiters.add(waiter)
+        try:
+            while True:
+                while i < len(self._events):
+                    yield self._events[i]
+                    i += 1
+                if self._closed:
+                    return
+                waiter.clear()
                 if i >= len(self._events) and not self._closed:
-                    await self._cond.wait()
+                    await waiter.wait()
+        finally:
+            self._waiters.discard(waiter)

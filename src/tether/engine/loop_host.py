@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -58,11 +57,18 @@ class EngineLoopHost:
             value = found.match.entry.value or {}
             return dict(value.get("payload") or {})
         self.seg.require_live(f"decision {name!r}", scope)
-        await self.seg.append(JournalEntry(
-            kind="decision", scope=scope, key=key, ordinal=self.seg.index.next_ordinal(scope, key),
-            label=name, value={"decision": name, "payload": to_jsonable(payload)},
-            agent_id=self.running.agent_id, started_at=self.seg.engine.clock(),
-        ))
+        await self.seg.append(
+            JournalEntry(
+                kind="decision",
+                scope=scope,
+                key=key,
+                ordinal=self.seg.index.next_ordinal(scope, key),
+                label=name,
+                value={"decision": name, "payload": to_jsonable(payload)},
+                agent_id=self.running.agent_id,
+                started_at=self.seg.engine.clock(),
+            )
+        )
         return payload
 
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
@@ -75,11 +81,19 @@ class EngineLoopHost:
             self.seg.require_live(f"approval for {tool!r}", scope)
             ordinal = self.seg.index.next_ordinal(scope, key)
             human = f"approval:{self.agent_seq}:{tool}:{ordinal}"
-            entry = await self.seg.append(JournalEntry(
-                kind="approval", scope=scope, key=key, ordinal=ordinal, status="suspended",
-                label=tool, value={"key": human, "tool": tool, "args": to_jsonable(args)},
-                agent_id=self.running.agent_id, started_at=self.seg.engine.clock(),
-            ))
+            entry = await self.seg.append(
+                JournalEntry(
+                    kind="approval",
+                    scope=scope,
+                    key=key,
+                    ordinal=ordinal,
+                    status="suspended",
+                    label=tool,
+                    value={"key": human, "tool": tool, "args": to_jsonable(args)},
+                    agent_id=self.running.agent_id,
+                    started_at=self.seg.engine.clock(),
+                )
+            )
         human_key = str((entry.value or {}).get("key"))
         value = await self.ctx._suspend(self.frame, entry, human_key, None, "approval:pending")
         return is_allow(value)
@@ -88,7 +102,12 @@ class EngineLoopHost:
         token = CURRENT_FRAME.set(self.frame)
         try:
             return await self.seg.engine.tool_runner.run(
-                self.seg, tool, args, agent_seq=self.agent_seq, ordinal=ordinal, call_id=call_id,
+                self.seg,
+                tool,
+                args,
+                agent_seq=self.agent_seq,
+                ordinal=ordinal,
+                call_id=call_id,
             )
         finally:
             CURRENT_FRAME.reset(token)
@@ -109,20 +128,3 @@ def is_allow(value: Any) -> bool:
     if isinstance(value, dict):
         return is_allow(value.get("decision", value.get("allow")))
     return False
-
-
-async def call_tool_fn(tool: Tool, args: dict[str, Any], **extra: Any) -> Any:
-    """Call a tool's function in this process (sync functions run in a thread)."""
-    fn = tool.fn
-    params = inspect.signature(fn).parameters
-    kwargs = dict(args)
-    for name, value in extra.items():
-        if name in params:
-            kwargs[name] = value
-    if inspect.iscoroutinefunction(fn):
-        coro = fn(**kwargs)
-    else:
-        coro = asyncio.to_thread(fn, **kwargs)
-    if tool.timeout_s:
-        return await asyncio.wait_for(coro, tool.timeout_s)
-    return await coro

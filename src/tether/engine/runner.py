@@ -26,6 +26,7 @@ from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import fold_cost
 from tether.journal.matching import JournalIndex
+from tether.tools.ledger import orphans
 
 if TYPE_CHECKING:
     from tether.engine.engine import Engine
@@ -54,7 +55,9 @@ def check_compatibility(run_id: str, entries: list[JournalEntry]) -> None:
                 f"run {run_id!r}: entry seq {e.seq} has hash_version {e.hash_version}, but this "
                 f"tether reads {sorted(SUPPORTED_HASH_VERSIONS)}. Resume it with the tether version "
                 f"that wrote it; nothing was changed.",
-                run_id=run_id, seq=e.seq, hash_version=e.hash_version,
+                run_id=run_id,
+                seq=e.seq,
+                hash_version=e.hash_version,
             )
 
 
@@ -98,7 +101,11 @@ async def leased(engine: Engine, run_id: str, dry_run: bool) -> AsyncIterator[Le
 
 
 async def drive(
-    engine: Engine, handle: RunHandle, events: EventStream, wf: Workflow, args: dict[str, Any] | None,
+    engine: Engine,
+    handle: RunHandle,
+    events: EventStream,
+    wf: Workflow,
+    args: dict[str, Any] | None,
     opts: RunOptions,
 ) -> RunOutcome:
     store = await engine.store()
@@ -118,8 +125,16 @@ async def drive(
     root.restore(spent_under(entries, None))
     async with leased(engine, run_id, opts.dry_run) as lease:
         seg = Segment(
-            engine=engine, run_id=run_id, workflow=wf.name, store=store, index=index, events=events,
-            root=root, dry_run=opts.dry_run, lease=lease, strict_pricing=opts.strict_pricing,
+            engine=engine,
+            run_id=run_id,
+            workflow=wf.name,
+            store=store,
+            index=index,
+            events=events,
+            root=root,
+            dry_run=opts.dry_run,
+            lease=lease,
+            strict_pricing=opts.strict_pricing,
             agent_slots=asyncio.Semaphore(engine.concurrency),
         )
         agents = AgentCall(seg)
@@ -127,18 +142,35 @@ async def drive(
         agents.ctx = ctx
         handle._attach(seg)
         if seg.index.match("", GENESIS_KEY) is None and not opts.dry_run:
-            seg.defer(JournalEntry(
-                kind="decision", key=GENESIS_KEY, label="genesis", started_at=engine.clock(),
-                value={"decision": "genesis", "workflow": wf.name, "args_hash": content_key(args_json),
-                       "budget_usd": budget},
-            ))
+            seg.defer(
+                JournalEntry(
+                    kind="decision",
+                    key=GENESIS_KEY,
+                    label="genesis",
+                    started_at=engine.clock(),
+                    value={
+                        "decision": "genesis",
+                        "workflow": wf.name,
+                        "args_hash": content_key(args_json),
+                        "budget_usd": budget,
+                    },
+                )
+            )
         if not opts.dry_run:
             now = engine.clock()
-            await store.put_meta(RunMeta(
-                run_id=run_id, workflow=wf.name, status="running", args_hash=content_key(args_json),
-                args=args_json, budget_usd=budget, created_at=meta.created_at if meta else now,
-                updated_at=now, segments=(meta.segments + 1) if meta else 1,
-            ))
+            await store.put_meta(
+                RunMeta(
+                    run_id=run_id,
+                    workflow=wf.name,
+                    status="running",
+                    args_hash=content_key(args_json),
+                    args=args_json,
+                    budget_usd=budget,
+                    created_at=meta.created_at if meta else now,
+                    updated_at=now,
+                    segments=(meta.segments + 1) if meta else 1,
+                )
+            )
         events.emit("run:start", workflow=wf.name, resumed=bool(entries))
         status, value, error = await _run_body(seg, ctx, wf, args, root, opts)
         outcome = await _settle(seg, status, value, error, meta)
@@ -206,22 +238,39 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
             async with seg.write_lock:
                 await seg.flush()
                 entry = JournalEntry(
-                    kind="decision", key=SETTLE_KEY, ordinal=seg.index.next_ordinal("", SETTLE_KEY),
-                    label="settle", started_at=seg.engine.clock(),
-                    value={"decision": "settle", "status": status, "value": stored_value, "error": err,
-                           "pending": pending},
+                    kind="decision",
+                    key=SETTLE_KEY,
+                    ordinal=seg.index.next_ordinal("", SETTLE_KEY),
+                    label="settle",
+                    started_at=seg.engine.clock(),
+                    value={
+                        "decision": "settle",
+                        "status": status,
+                        "value": stored_value,
+                        "error": err,
+                        "pending": pending,
+                    },
                 )
                 seq = await asyncio.shield(seg.store.append(seg.run_id, entry, seg.lease))
                 seg.index.add(entry.model_copy(update={"seq": seq}))
         if meta is not None or seg.appended:
             current = await seg.store.get_meta(seg.run_id)
             if current is not None:
-                await seg.store.put_meta(current.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
+                await seg.store.put_meta(
+                    current.model_copy(update={"status": status, "updated_at": seg.engine.clock()})
+                )
     cost = fold_cost(seg.index.entries)
-    seg.stats.orphaned = await orphan_keys(seg.store, seg.run_id)
+    seg.stats.orphaned = [r.idempotency_key for r in await orphans(seg.store, seg.run_id)]
     return RunOutcome(
-        run_id=seg.run_id, status=status, value=value, error=error, cost=cost, usage=cost.usage,
-        dropped=list(seg.dropped), pending=pending if status == "suspended" else [], replay=seg.stats,
+        run_id=seg.run_id,
+        status=status,
+        value=value,
+        error=error,
+        cost=cost,
+        usage=cost.usage,
+        dropped=list(seg.dropped),
+        pending=pending if status == "suspended" else [],
+        replay=seg.stats,
     )
 
 
@@ -234,10 +283,3 @@ def _error_json(error: Any) -> dict[str, Any] | None:
     if isinstance(error, TetherError):
         out["code"] = error.code
     return out
-
-
-async def orphan_keys(store: Any, run_id: str) -> list[str]:
-    """Idempotency keys of ledger intents that never got an outcome row."""
-    rows = await store.load_effects(run_id)
-    done = {r.get("attempt_id") for r in rows if r.get("phase") == "outcome"}
-    return [str(r.get("idempotency_key")) for r in rows if r.get("phase") == "intent" and r.get("attempt_id") not in done]

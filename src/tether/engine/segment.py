@@ -180,10 +180,16 @@ class Segment:
         if target is None:
             return False
         assert target.seq is not None
-        await self.append(JournalEntry(
-            kind="resolution", ref=target.seq, scope=target.scope, key=target.key, value=value,
-            started_at=self.engine.clock(),
-        ))
+        await self.append(
+            JournalEntry(
+                kind="resolution",
+                ref=target.seq,
+                scope=target.scope,
+                key=target.key,
+                value=value,
+                started_at=self.engine.clock(),
+            )
+        )
         self.wake(key, value)
         return True
 

@@ -12,9 +12,7 @@ Disposition = Literal["replay", "rerun", "redispatch", "skip"]
 TRANSPORT_CLASS = frozenset({"transport", "rate-limit", "budget"})
 
 
-def disposition(
-    dispatch: JournalEntry, terminal: JournalEntry | None, *, abandoned: bool = False
-) -> Disposition:
+def disposition(dispatch: JournalEntry, terminal: JournalEntry | None, *, abandoned: bool = False) -> Disposition:
     """Decide replay / rerun / redispatch / skip for a matched entry and its terminal (if any)."""
     if abandoned:
         return "skip"

@@ -12,21 +12,21 @@ if TYPE_CHECKING:
 
 def anthropic(**kwargs: Any) -> ChatModel:
     """The Anthropic Messages API adapter over the official SDK (`pip install tether[anthropic]`)."""
-    from tether.models.anthropic import AnthropicModel
+    from tether.models.anthropic_messages import AnthropicModel
 
     return AnthropicModel(**kwargs)
 
 
 def openai(**kwargs: Any) -> ChatModel:
     """The OpenAI Responses API adapter over the official SDK (`pip install tether[openai]`)."""
-    from tether.models.openai import OpenAIModel
+    from tether.models.openai_responses import OpenAIModel
 
     return OpenAIModel(**kwargs)
 
 
 def openai_compatible(id: str, base_url: str, api_key: str | None = None, **kwargs: Any) -> ChatModel:
     """A Chat Completions adapter for Ollama, vLLM and gateways, over the official `openai` SDK."""
-    from tether.models.openai_compatible import OpenAICompatibleModel
+    from tether.models.openai_chat import OpenAICompatibleModel
 
     return OpenAICompatibleModel(id=id, base_url=base_url, api_key=api_key, **kwargs)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.models.fake import FakeModel, Reply, ToolCall
+from tether.testing.cassette import CassetteMissError, CassetteModel, cassette
 
 
 async def replay_strict(engine: Any, run_id: str, wf: Any = None, args: Any = None) -> Any:
@@ -12,13 +13,4 @@ async def replay_strict(engine: Any, run_id: str, wf: Any = None, args: Any = No
     return await engine.resume(run_id, wf, args, dry_run=True)
 
 
-def __getattr__(name: str) -> Any:
-    # The cassette pulls in nothing heavy, but keep `import tether` lean and cycle-free.
-    if name == "cassette":
-        from tether.testing.cassette import cassette
-
-        return cassette
-    raise AttributeError(name)
-
-
-__all__ = ["FakeModel", "Reply", "ToolCall", "cassette", "replay_strict"]
+__all__ = ["CassetteMissError", "CassetteModel", "FakeModel", "Reply", "ToolCall", "cassette", "replay_strict"]

@@ -1,0 +1,305 @@
+"""The Anthropic Messages API adapter over the official `anthropic` SDK (SDK retries off)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anthropic
+
+from tether.contracts.messages import (
+    ChatRequest,
+    Message,
+    RawPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from tether.contracts.signal import Signal
+from tether.contracts.stream import (
+    ChatEvent,
+    Finish,
+    FinishReason,
+    ModelCaps,
+    RawPartEvent,
+    StreamError,
+    TextDelta,
+)
+from tether.models._sdk import (
+    CapsOverride,
+    ToolCallBuffer,
+    Traits,
+    UsageMeter,
+    build_caps,
+    drive,
+    error_from_exception,
+    wire_tool_id,
+)
+
+_STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "refusal",
+}
+_VERSION = re.compile(
+    r"claude-(?:(?P<tier>[a-z]+)-(?P<major>\d+)(?:-(?P<minor>\d)(?!\d))?"
+    r"|(?P<omajor>\d+)(?:-(?P<ominor>\d)(?!\d))?-(?P<otier>[a-z]+))"
+)
+
+
+def anthropic_traits(model: str) -> Traits:
+    """Output cap, structured-output tier and efforts from the model's version (conservative)."""
+    m = _VERSION.search(model)
+    if m is None:
+        return Traits(context_window=200_000)
+    tier = m.group("tier") or m.group("otier")
+    version = (
+        int(m.group("major") or m.group("omajor")),
+        int(m.group("minor") or m.group("ominor") or 0),
+    )
+    if version < (3, 5):
+        out = 4_096
+    elif version < (3, 7):
+        out = 8_192
+    elif tier == "opus" and version < (4, 5):
+        out = 32_000
+    else:
+        out = 64_000
+    native = version >= (4, 5) or (tier == "opus" and version >= (4, 1))
+    effort = version >= (4, 6) or (tier == "opus" and version >= (4, 5))
+    return Traits(
+        max_output_tokens=out,
+        structured_output="native" if native else "tool",
+        efforts=("low", "medium", "high") if effort else (),
+        context_window=200_000,
+    )
+
+
+def wire_id(canonical_id: str) -> str:
+    """The `toolu_…` id the wire sees for an engine-minted tool-call id."""
+    return wire_tool_id("toolu_", canonical_id)
+
+
+def _block(part: Any, family: str) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text} if part.text else None
+    if isinstance(part, ToolCallPart):
+        return {"type": "tool_use", "id": wire_id(part.id), "name": part.name, "input": part.args}
+    if isinstance(part, ToolResultPart):
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": wire_id(part.call_id),
+            "content": part.content,
+        }
+        if part.is_error:
+            block["is_error"] = True
+        return block
+    if isinstance(part, RawPart) and part.family == family:
+        return dict(part.data)
+    return None  # raw parts of another provider never cross over
+
+
+def build_messages(messages: tuple[Message, ...], family: str) -> list[dict[str, Any]]:
+    """Canonical history as Messages API turns; tool results ride in user turns."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = [b for b in (_block(p, family) for p in message.parts) if b is not None]
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    for turn in turns:  # tool results must lead their user turn
+        if turn["role"] == "user":
+            turn["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    return turns
+
+
+def tool_choice(choice: str) -> dict[str, Any]:
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
+class AnthropicModel:
+    """`tether.models.anthropic()`: Claude over the Messages API."""
+
+    id = "anthropic"
+    family = "anthropic"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        model_caps: CapsOverride = None,
+    ) -> None:
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client = client
+        self._overrides = model_caps
+        self._caps: dict[str, ModelCaps] = {}
+
+    def caps(self, model: str) -> ModelCaps:
+        if model not in self._caps:
+            traits = anthropic_traits(model)
+            self._caps[model] = build_caps(self.id, "anthropic", model, traits, self._overrides)
+        return self._caps[model]
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        """The SDK client (built on first use so a missing key fails the call, not the import)."""
+        if self._client is None:
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self._api_key, base_url=self._base_url, max_retries=0
+            )
+        return self._client
+
+    def build_request(self, request: ChatRequest) -> dict[str, Any]:
+        """The Messages API body for `request` (without `stream`)."""
+        caps = self.caps(request.model)
+        body: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_output_tokens or caps.max_output_tokens,
+            "messages": build_messages(request.messages, self.family),
+        }
+        if request.system:
+            body["system"] = request.system
+        if request.tools:
+            body["tools"] = [
+                {
+                    "name": t.name,
+                    **({"description": t.description} if t.description else {}),
+                    "input_schema": t.parameters,
+                }
+                for t in request.tools
+            ]
+            body["tool_choice"] = tool_choice(request.tool_choice)
+        output: dict[str, Any] = {}
+        if request.output_format is not None:
+            output["format"] = {"type": "json_schema", "schema": request.output_format.schema_}
+        if request.effort and request.effort in caps.efforts:
+            output["effort"] = request.effort
+        if output:
+            body["output_config"] = output
+        return body
+
+    async def stream(
+        self, request: ChatRequest, signal: Signal | None = None
+    ) -> AsyncIterator[ChatEvent]:
+        async def open_stream() -> AsyncIterator[Any]:
+            body = self.build_request(request)
+            return await self.client().messages.create(stream=True, **body)  # type: ignore[no-any-return]
+
+        def on_error(exc: BaseException) -> StreamError:
+            return error_from_exception(
+                exc,
+                "anthropic",
+                connection_errors=(anthropic.APIConnectionError,),
+                key_env="ANTHROPIC_API_KEY",
+            )
+
+        async for event in drive(open_stream, _Translator(self.family), signal, on_error):
+            yield event
+
+    async def aclose(self) -> None:
+        """Close the SDK client this adapter built (a client passed in stays the caller's)."""
+        if self._client is not None:
+            await self._client.close()
+
+
+class _Translator:
+    """Messages API stream events -> tether events."""
+
+    def __init__(self, family: str) -> None:
+        self.family = family
+        self.meter = UsageMeter()
+        self.tools = ToolCallBuffer()
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.reason: FinishReason | None = None
+
+    def feed(self, item: Any) -> Iterator[ChatEvent]:
+        kind = item.type
+        if kind == "message_start":
+            yield from self._usage(item.message.usage)
+        elif kind == "content_block_start":
+            yield from self._start(item.index, item.content_block)
+        elif kind == "content_block_delta":
+            yield from self._delta(item.index, item.delta)
+        elif kind == "content_block_stop":
+            yield from self._stop(item.index)
+        elif kind == "message_delta":
+            if item.delta.stop_reason is not None:
+                self.reason = _STOP_REASONS.get(item.delta.stop_reason, "stop")
+            yield from self._usage(item.usage)
+        elif kind == "message_stop":
+            yield self.at_end()
+
+    def at_end(self) -> ChatEvent:
+        if self.reason is None:
+            return StreamError(
+                kind="transport",
+                message="anthropic stream ended before message_stop",
+                retryable=True,
+                usage=self.meter.partial(),
+            )
+        return Finish(reason=self.reason, usage=self.meter.total)
+
+    def _usage(self, usage: Any) -> Iterator[ChatEvent]:
+        read = usage.cache_read_input_tokens
+        write = usage.cache_creation_input_tokens
+        base = usage.input_tokens
+        total_in = None if base is None else base + (read or 0) + (write or 0)
+        inc = self.meter.advance(
+            input=total_in, output=usage.output_tokens, cache_read=read, cache_write=write
+        )
+        if inc is not None:
+            yield inc
+
+    def _start(self, index: int, block: Any) -> Iterator[ChatEvent]:
+        if block.type == "tool_use":
+            yield self.tools.start(index, block.id, block.name)
+        elif block.type == "text":
+            if block.text:
+                yield TextDelta(text=block.text)
+        elif block.type == "thinking":
+            self.blocks[index] = {
+                "type": "thinking",
+                "thinking": getattr(block, "thinking", None) or "",
+                "signature": getattr(block, "signature", None) or "",
+            }
+        elif block.type == "redacted_thinking":
+            self.blocks[index] = {"type": "redacted_thinking", "data": block.data}
+
+    def _delta(self, index: int, delta: Any) -> Iterator[ChatEvent]:
+        if delta.type == "text_delta":
+            if delta.text:
+                yield TextDelta(text=delta.text)
+        elif delta.type == "input_json_delta":
+            event = self.tools.delta(index, delta.partial_json)
+            if event is not None:
+                yield event
+        elif delta.type == "thinking_delta" and index in self.blocks:
+            self.blocks[index]["thinking"] += delta.thinking
+        elif delta.type == "signature_delta" and index in self.blocks:
+            self.blocks[index]["signature"] += delta.signature
+
+    def _stop(self, index: int) -> Iterator[ChatEvent]:
+        if index in self.tools:
+            end = self.tools.end(index)
+            if end is not None:
+                yield end
+        elif index in self.blocks:
+            yield RawPartEvent(part=RawPart(family=self.family, data=self.blocks.pop(index)))
+
+

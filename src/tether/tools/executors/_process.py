@@ -1,0 +1,229 @@
+"""Running one child in its own process group, with a hard timeout that kills the whole group.
+
+Stdin, stdout and stderr are unlinked temporary files rather than pipes, so a grandchild that
+inherited them can never keep a dispatch waiting for end-of-file: we wait for the child's exit,
+then kill whatever it left behind in its group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from tether.contracts.errors import ConfigError
+
+T = TypeVar("T")
+
+_STDERR_TAIL = 2000
+_GROUP_GONE_WAIT_S = 2.0
+_GROUP_POLL_S = 0.01
+
+SECRET_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY"})
+SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD")
+
+
+@dataclass(frozen=True)
+class ChildExit:
+    """How a child ended: return code (negative = signal), output, and whether we killed it."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr_tail: str
+    timed_out: bool
+    pgid: int
+    duration_ms: float
+
+
+def is_secret(name: str) -> bool:
+    """Whether an environment variable looks like a credential the tool must not inherit."""
+    upper = name.upper()
+    return upper in SECRET_NAMES or "API_KEY" in upper or upper.endswith(SECRET_SUFFIXES)
+
+
+def child_env(
+    passthrough: Sequence[str], explicit: Mapping[str, str], *, scrub: bool
+) -> dict[str, str]:
+    """The child's environment: the parent's minus secrets (unless passed through), plus `explicit`.
+
+    PYTHONPATH carries the parent's `sys.path`, so the tool module imports in the child.
+    """
+    keep = set(passthrough)
+    env = {k: v for k, v in os.environ.items() if not (scrub and is_secret(k)) or k in keep}
+    env.update(explicit)
+    # '' and relative entries mean "the parent's current directory"; the child's cwd differs.
+    paths = [os.path.abspath(p) for p in sys.path]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    return env
+
+
+def make_workdir(executor: str) -> str:
+    """A fresh, empty directory for one dispatch."""
+    return tempfile.mkdtemp(prefix=f"tether-{executor}-")
+
+
+def remove_workdir(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids of processes still running in group `pgid` (zombies don't count); Linux /proc only."""
+    found: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp ...
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+async def kill_group(pgid: int) -> None:
+    """SIGKILL every process in the group and wait (briefly) until none is left running."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    # SIGKILL is delivered asynchronously: wait until the group is really gone.
+    for _ in range(int(_GROUP_GONE_WAIT_S / _GROUP_POLL_S)):
+        if not live_group_members(pgid):
+            return
+        await asyncio.sleep(_GROUP_POLL_S)
+
+
+def _tail(f: IO[bytes]) -> str:
+    f.seek(0, os.SEEK_END)
+    f.seek(max(0, f.tell() - _STDERR_TAIL))
+    return f.read().decode("utf-8", "replace").strip()
+
+
+async def run_child(
+    argv: Sequence[str],
+    *,
+    stdin: bytes,
+    env: Mapping[str, str],
+    cwd: str,
+    timeout_s: float | None,
+    on_kill: Callable[[], Awaitable[None]] | None = None,
+) -> ChildExit:
+    """Run `argv` in a new session; on timeout or cancellation kill its whole group.
+
+    `on_kill` runs first (the container executor removes its container there).
+    """
+    if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isabs(argv[0]):
+        raise ConfigError(f"executor command {argv[0]!r} is not on PATH", command=argv[0])
+    with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout:
+        fin.write(stdin)
+        fin.seek(0)
+        return await _run(argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill)
+
+
+async def _run(
+    argv: Sequence[str],
+    fin: IO[bytes],
+    fout: IO[bytes],
+    *,
+    env: Mapping[str, str],
+    cwd: str,
+    timeout_s: float | None,
+    on_kill: Callable[[], Awaitable[None]] | None,
+) -> ChildExit:
+    with tempfile.TemporaryFile() as ferr:
+        started = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=fin,
+            stdout=fout,
+            stderr=ferr,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        pgid = proc.pid  # a new session's leader is also its group's leader
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            timed_out = True
+            await _stop(proc, pgid, on_kill)
+        except BaseException:
+            await complete_despite_cancel(_stop(proc, pgid, on_kill))
+            raise
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        await kill_group(pgid)  # whatever the tool left running in its group
+        fout.seek(0)
+        return ChildExit(proc.returncode, fout.read(), _tail(ferr), timed_out, pgid, duration_ms)
+
+
+async def _stop(
+    proc: asyncio.subprocess.Process, pgid: int, on_kill: Callable[[], Awaitable[None]] | None
+) -> None:
+    if on_kill is not None:
+        with contextlib.suppress(Exception):
+            await on_kill()
+    await kill_group(pgid)
+    await proc.wait()
+
+
+def signal_name(returncode: int | None) -> str | None:
+    """`SIGKILL` for a return code of -9; None for a normal exit."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"SIG{-returncode}"
+
+
+def unwrap_shell_status(child: ChildExit) -> ChildExit:
+    """Wrappers (bwrap, docker) exit 128 + N when the process inside died of signal N: report N."""
+    code = child.returncode
+    if code is not None and 128 < code < 128 + signal.NSIG:
+        return dataclasses.replace(child, returncode=-(code - 128))
+    return child
+
+
+def describe(child: ChildExit) -> dict[str, Any]:
+    """The exit code / signal pair of a finished child (exit_code None when a signal ended it)."""
+    if child.timed_out:
+        return {"exit_code": None, "signal": "SIGKILL"}
+    sig = signal_name(child.returncode)
+    return {"exit_code": None if sig else child.returncode, "signal": sig}
+
+
+async def complete_despite_cancel(aw: Awaitable[T]) -> T:
+    """Await `aw` to the end even if the caller is cancelled meanwhile; then re-raise the cancel."""
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
