@@ -2,12 +2,15 @@
 
 No network, a read-only view of `/`, a private `/tmp`, its own pid namespace, and only the
 dispatch's workdir (and the request's `cwd`, when given) writable. Tool modules must therefore
-live outside `/tmp`, which the sandbox replaces with an empty tmpfs.
+live outside `/tmp`, which the sandbox replaces with an empty tmpfs — except the interpreter and
+the import path, which are bound back read-only so a virtualenv under `/tmp` still works.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from collections.abc import Sequence
 
 from tether.contracts.errors import ConfigError
@@ -60,6 +63,8 @@ class SandboxExecutor(SubprocessExecutor):
             workdir,
             workdir,
         ]
+        for path in _tmp_paths_to_keep():
+            argv += ["--ro-bind", path, path]
         if request.cwd:
             argv += ["--bind", request.cwd, request.cwd]
         argv += ["--chdir", request.cwd or workdir, "--"]
@@ -68,3 +73,15 @@ class SandboxExecutor(SubprocessExecutor):
     def describe_child(self, child: ChildExit) -> ChildExit:
         """bwrap exits 128 + N when the sandboxed process died of signal N."""
         return unwrap_shell_status(child)
+
+
+def _tmp_paths_to_keep() -> list[str]:
+    """The interpreter's prefixes and import path entries that live under /tmp (hidden by the tmpfs)."""
+    candidates = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *sys.path}
+    keep = []
+    for path in sorted(candidates):
+        real = os.path.realpath(path) if path else ""
+        for p in {path, real}:
+            if p and p.startswith("/tmp/") and os.path.exists(p):
+                keep.append(p)
+    return sorted(set(keep))
