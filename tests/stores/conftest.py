@@ -20,6 +20,8 @@ def pg_dsn() -> str:
         with psycopg.connect(PG_DSN, connect_timeout=3):
             pass
     except Exception as exc:
+        if os.environ.get("CI"):  # CI starts PostgreSQL: there, an unreachable server is a failure
+            pytest.fail(f"PostgreSQL not reachable at {PG_DSN}: {exc}")
         pytest.skip(f"PostgreSQL not reachable at {PG_DSN}: {exc}")
     return PG_DSN
 
