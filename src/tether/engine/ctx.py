@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from tether.contracts.entries import JournalEntry
-from tether.contracts.errors import TetherError
 from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.outcome import DroppedBranch, error_dict
 from tether.engine.segment import Abandoned, Segment
 from tether.engine.workflow import Workflow, as_workflow
 from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.cost import spent_under
 from tether.journal.scope import child_segment, join, parallel_segment
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class Ctx:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            await self._seg.append(self._terminal(frame, running, "error", error=_error_dict(exc)))
+            await self._seg.append(self._terminal(frame, running, "error", error=error_dict(exc)))
             raise
         await self._seg.append(self._terminal(frame, running, "ok", value=stored))
         return value
@@ -179,7 +180,7 @@ class Ctx:
         if running is not None and isinstance(running.value, dict):
             ceiling = running.value.get("ceiling")
         account = frame.account.child(budget_fraction, name=inner, ceiling=ceiling)
-        account.restore(self._seg.engine.spent_under(self._seg.index.entries, inner))
+        account.restore(spent_under(self._seg.index.entries, inner))
         if running is None:
             running = await self._seg.append(
                 self._entry(
@@ -200,7 +201,7 @@ class Ctx:
             raise
         except Exception as exc:
             status = "exhausted" if getattr(exc, "code", "") == "budget-exhausted" else "error"
-            await self._seg.append(self._terminal(frame, running, status, error=_error_dict(exc)))
+            await self._seg.append(self._terminal(frame, running, status, error=error_dict(exc)))
             raise
         finally:
             CURRENT_FRAME.reset(token)
@@ -229,26 +230,7 @@ class Ctx:
                     value={"key": key},
                 )
             )
-        return await self._suspend(frame, entry, key, adapter, "external:waiting")
-
-    async def _suspend(
-        self,
-        frame: Frame,
-        entry: JournalEntry,
-        key: str,
-        adapter: TypeAdapter[Any] | None,
-        event: Literal["external:waiting", "approval:pending"],
-    ) -> Any:
-        assert entry.seq is not None
-        closer = self._seg.index.closer(entry.seq)
-        if closer is not None and closer.kind == "abandon":
-            self._seg.stats.skipped += 1
-            raise Abandoned(frame.scope, entry.seq)
-        if closer is not None:
-            value = closer.value
-        else:
-            self._seg.events.emit(event, key=key)
-            value = await self._seg.park(key, entry.seq)
+        value = await self._seg.suspend(frame.scope, entry, key, "external:waiting")
         return adapter.validate_python(value) if adapter is not None else value
 
     # -- phases, logs, time and randomness ------------------------------------------------------
@@ -338,16 +320,7 @@ def _schema_adapter(schema: Any) -> TypeAdapter[Any] | None:
     return TypeAdapter(schema)
 
 
-def _error_dict(exc: BaseException) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, TetherError):
-        out["code"] = exc.code
-    return out
-
-
-def _dropped(frame: Frame, site: int, i: int, exc: BaseException) -> Any:
-    from tether.engine.outcome import DroppedBranch
-
+def _dropped(frame: Frame, site: int, i: int, exc: BaseException) -> DroppedBranch:
     scope = join(frame.scope, parallel_segment(site, i))
     seq = exc.seq if isinstance(exc, Abandoned) else None
-    return DroppedBranch(scope=scope, seq=seq, error=_error_dict(exc))
+    return DroppedBranch(scope=scope, seq=seq, error=error_dict(exc))

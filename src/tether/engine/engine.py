@@ -19,7 +19,7 @@ from tether.engine.agent_call import AgentProfile
 from tether.engine.events import EventStream
 from tether.engine.handle import RunHandle
 from tether.engine.outcome import RunOutcome
-from tether.engine.runner import RunOptions, drive, spent_under
+from tether.engine.runner import RunOptions, drive
 from tether.engine.segment import suspension_key
 from tether.engine.tool_runner import ToolRunner
 from tether.engine.workflow import Workflow, as_workflow
@@ -104,8 +104,6 @@ class Engine:
         adapter_id, _, name = ref.partition(":")
         adapter = self.adapters.get(adapter_id)
         return adapter.caps(name).price if adapter is not None else None
-
-    spent_under = staticmethod(spent_under)
 
     async def store(self) -> JournalStore:
         if self._store is None:

@@ -95,7 +95,7 @@ class EngineLoopHost:
                 )
             )
         human_key = str((entry.value or {}).get("key"))
-        value = await self.ctx._suspend(self.frame, entry, human_key, None, "approval:pending")
+        value = await self.seg.suspend(self.frame.scope, entry, human_key, "approval:pending")
         return is_allow(value)
 
     async def execute_tool(self, tool: Tool, args: dict[str, Any], *, call_id: str, ordinal: int) -> Any:

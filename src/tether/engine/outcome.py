@@ -11,6 +11,17 @@ from tether.contracts.usage import Usage
 from tether.journal.cost import CostReport
 
 
+def error_dict(error: BaseException | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON form of an error as the journal keeps it (type, message, and a TetherError's code)."""
+    if error is None or isinstance(error, dict):
+        return error
+    out: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    code = getattr(error, "code", None)
+    if isinstance(code, str):
+        out["code"] = code
+    return out
+
+
 class ReplayStats(BaseModel):
     """What a segment did with the journal it found."""
 

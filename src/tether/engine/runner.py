@@ -20,11 +20,11 @@ from tether.engine.agent_call import AgentCall
 from tether.engine.ctx import Ctx
 from tether.engine.events import EventStream
 from tether.engine.frame import CURRENT_FRAME, Frame
-from tether.engine.outcome import RunOutcome
+from tether.engine.outcome import RunOutcome, error_dict
 from tether.engine.segment import Segment, suspension_key
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key, to_jsonable
-from tether.journal.cost import fold_cost
+from tether.journal.cost import fold_cost, spent_under
 from tether.journal.matching import JournalIndex
 from tether.tools.ledger import orphans
 
@@ -59,17 +59,6 @@ def check_compatibility(run_id: str, entries: list[JournalEntry]) -> None:
                 seq=e.seq,
                 hash_version=e.hash_version,
             )
-
-
-def spent_under(entries: list[JournalEntry], scope: str | None) -> float:
-    """Spend folded from terminal entries only (under `scope`, or the whole run for None)."""
-    from tether.journal.scope import is_under
-
-    total = 0.0
-    for e in entries:
-        if e.ref is not None and e.kind == "agent" and e.cost_usd and (scope is None or is_under(e.scope, scope)):
-            total += e.cost_usd
-    return total
 
 
 @contextlib.asynccontextmanager
@@ -156,24 +145,18 @@ async def drive(
                     },
                 )
             )
+        live_meta: RunMeta | None = None
         if not opts.dry_run:
             now = engine.clock()
-            await store.put_meta(
-                RunMeta(
-                    run_id=run_id,
-                    workflow=wf.name,
-                    status="running",
-                    args_hash=content_key(args_json),
-                    args=args_json,
-                    budget_usd=budget,
-                    created_at=meta.created_at if meta else now,
-                    updated_at=now,
-                    segments=(meta.segments + 1) if meta else 1,
-                )
+            live_meta = RunMeta(
+                run_id=run_id, workflow=wf.name, status="running", args_hash=content_key(args_json), args=args_json,
+                budget_usd=budget, created_at=meta.created_at if meta else now, updated_at=now,
+                segments=(meta.segments + 1) if meta else 1,
             )
+            await store.put_meta(live_meta)
         events.emit("run:start", workflow=wf.name, resumed=bool(entries))
         status, value, error = await _run_body(seg, ctx, wf, args, root, opts)
-        outcome = await _settle(seg, status, value, error, meta)
+        outcome = await _settle(seg, status, value, error, live_meta)
     events.emit("run:end", status=outcome.status, cost=outcome.cost.total_usd)
     events.close()
     return outcome
@@ -234,31 +217,14 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
     last_status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
     if not seg.dry_run:
         if seg.appended or seg.deferred or last_status != status:
-            err = _error_json(error)
-            async with seg.write_lock:
-                await seg.flush()
-                entry = JournalEntry(
-                    kind="decision",
-                    key=SETTLE_KEY,
-                    ordinal=seg.index.next_ordinal("", SETTLE_KEY),
-                    label="settle",
-                    started_at=seg.engine.clock(),
-                    value={
-                        "decision": "settle",
-                        "status": status,
-                        "value": stored_value,
-                        "error": err,
-                        "pending": pending,
-                    },
-                )
-                seq = await asyncio.shield(seg.store.append(seg.run_id, entry, seg.lease))
-                seg.index.add(entry.model_copy(update={"seq": seq}))
-        if meta is not None or seg.appended:
-            current = await seg.store.get_meta(seg.run_id)
-            if current is not None:
-                await seg.store.put_meta(
-                    current.model_copy(update={"status": status, "updated_at": seg.engine.clock()})
-                )
+            await seg.append(JournalEntry(
+                kind="decision", key=SETTLE_KEY, ordinal=seg.index.next_ordinal("", SETTLE_KEY), label="settle",
+                started_at=seg.engine.clock(),
+                value={"decision": "settle", "status": status, "value": stored_value, "error": error_dict(error),
+                       "pending": pending},
+            ))
+        if meta is not None:
+            await seg.store.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
     cost = fold_cost(seg.index.entries)
     seg.stats.orphaned = [r.idempotency_key for r in await orphans(seg.store, seg.run_id)]
     return RunOutcome(
@@ -272,14 +238,3 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
         pending=pending if status == "suspended" else [],
         replay=seg.stats,
     )
-
-
-def _error_json(error: Any) -> dict[str, Any] | None:
-    if error is None:
-        return None
-    if isinstance(error, dict):
-        return error
-    out: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
-    if isinstance(error, TetherError):
-        out["code"] = error.code
-    return out

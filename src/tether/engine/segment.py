@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +65,6 @@ class Segment:
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
     agent_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(12))
     next_agent_id: int = 1
-    on_append: list[Callable[[JournalEntry], None]] = field(default_factory=list)
     deferred: list[JournalEntry] = field(default_factory=list)
     pending_writes: list[asyncio.Future[Any]] = field(default_factory=list)
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -94,8 +92,6 @@ class Segment:
         stored = entry.model_copy(update={"seq": seq})
         self.index.add(stored)
         self.appended += 1
-        for cb in self.on_append:
-            cb(stored)
         return stored
 
     def defer(self, entry: JournalEntry) -> None:
@@ -153,6 +149,18 @@ class Segment:
         self.live += delta
         if self.live <= 0 and self.parked:
             self.all_parked.set()
+
+    async def suspend(self, scope: str, entry: JournalEntry, key: str, event: str) -> Any:
+        """The value that closes suspension `entry`: journaled already, or awaited by parking."""
+        assert entry.seq is not None
+        closer = self.index.closer(entry.seq)
+        if closer is not None and closer.kind == "abandon":
+            self.stats.skipped += 1
+            raise Abandoned(scope, entry.seq)
+        if closer is not None:
+            return closer.value
+        self.events.emit(event, key=key)
+        return await self.park(key, entry.seq)
 
     async def park(self, key: str, seq: int) -> Any:
         """Park this branch until `key` is resolved live (or the run settles `suspended`)."""

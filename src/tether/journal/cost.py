@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.usage import Usage
+from tether.journal.scope import is_under
 
 
 class CostReport(BaseModel):
@@ -70,3 +71,12 @@ def fold_cost(entries: Iterable[JournalEntry]) -> CostReport:
         usage=usage,
         provider_calls=calls,
     )
+
+
+def spent_under(entries: Iterable[JournalEntry], scope: str | None) -> float:
+    """Spend folded from terminal entries only (under `scope`, or the whole run for None)."""
+    total = 0.0
+    for e in entries:
+        if e.ref is not None and e.kind == "agent" and e.cost_usd and (scope is None or is_under(e.scope, scope)):
+            total += e.cost_usd
+    return total

@@ -237,6 +237,18 @@ def parse_entry(text: str | bytes, where: str) -> JournalEntry:
         ) from None
 
 
+def decode_rows(run_id: str, rows: Sequence[tuple[int, str | bytes]], location: str) -> list[JournalEntry]:
+    """Decode a run's stored rows (seq order) and refuse a journal with gaps, naming where it lives."""
+    out = [decode_entry(text, seq, f"seq {seq} of run '{run_id}' in {location}") for seq, text in rows]
+    if out and out[-1].seq != len(out):
+        raise JournalCorruptError(
+            f"journal corrupt: run '{run_id}' in {location} has gaps (last seq {out[-1].seq}, "
+            f"{len(out)} entries). Restore it from a backup.",
+            run_id=run_id,
+        )
+    return out
+
+
 def decode_entry(text: str | bytes, seq: int, where: str) -> JournalEntry:
     """Parse one stored entry and check it sits at `seq`; anything else is `JournalCorruptError`."""
     entry = parse_entry(text, where)

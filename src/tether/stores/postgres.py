@@ -15,11 +15,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import ConfigError, JournalCorruptError
+from tether.contracts.errors import ConfigError
 from tether.stores.leases import (
     check_acquire,
     check_fence,
-    decode_entry,
+    decode_rows,
     effect_json,
     new_lease,
     number_entries,
@@ -194,15 +194,7 @@ class PostgresStore:
 
     async def load(self, run_id: str) -> list[JournalEntry]:
         rows = await self._rows("load", (run_id,))
-        where = f"seq {{}} of run '{run_id}' in postgres schema {self.schema}"
-        out = [decode_entry(text, seq, where.format(seq)) for seq, text in rows]
-        if out and out[-1].seq != len(out):
-            raise JournalCorruptError(
-                f"journal corrupt: run '{run_id}' in postgres schema {self.schema} has gaps "
-                f"(last seq {out[-1].seq}, {len(out)} entries). Restore it from a backup.",
-                run_id=run_id,
-            )
-        return out
+        return decode_rows(run_id, rows, f"postgres schema {self.schema}")
 
     async def put_meta(self, meta: RunMeta) -> None:
         async with self._tx() as conn:

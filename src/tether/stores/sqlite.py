@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import JournalCorruptError
 from tether.stores.leases import (
     check_acquire,
     check_fence,
-    decode_entry,
+    decode_rows,
     effect_json,
     new_lease,
     number_entries,
@@ -121,15 +120,7 @@ class SqliteStore:
             rows = self._conn.execute(
                 "SELECT seq, json FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
             ).fetchall()
-        where = f"seq {{}} of run '{run_id}' in {self.path}"
-        out = [decode_entry(text, seq, where.format(seq)) for seq, text in rows]
-        if out and out[-1].seq != len(out):
-            raise JournalCorruptError(
-                f"journal corrupt: run '{run_id}' in {self.path} has gaps (last seq "
-                f"{out[-1].seq}, {len(out)} entries). Restore the database from a backup.",
-                run_id=run_id,
-            )
-        return out
+        return decode_rows(run_id, rows, str(self.path))
 
     async def put_meta(self, meta: RunMeta) -> None:
         with self._tx() as c:
