@@ -176,10 +176,24 @@ class Dispatcher:
             return clamp
         request = request.model_copy(update={"max_output_tokens": clamp})
         self.hooks.assert_priced_dispatch(model.ref)  # PricingError propagates: a config problem
-        try:
-            release = self.hooks.admit_turn_exposure(model.ref, est_input, clamp)
-        except BudgetExhaustedError as exc:
-            return TurnResult("error", error=budget_error(exc, stage))
+        while True:
+            try:
+                release = self.hooks.admit_turn_exposure(model.ref, est_input, clamp)
+                break
+            except BudgetExhaustedError as exc:
+                if not self.spec.exposure_wait or exc.data.get("reason") != "exposure":
+                    return TurnResult("error", error=budget_error(exc, stage))
+                waited = await self.hooks.await_exposure_release(self.signal)
+                if waited == "aborted":
+                    return TurnResult("cancelled")
+                if waited == "drained":
+                    message = f"exposure drained: nothing in flight to wait for ({exc.message})"
+                    error = AgentError(kind="budget", message=message, reason="exposure-drained", stage=stage)
+                    return TurnResult("error", error=error)
+                clamp = self._clamp(model, est_input, stage)  # the room changed: plan the turn again
+                if isinstance(clamp, TurnResult):
+                    return clamp
+                request = request.model_copy(update={"max_output_tokens": clamp})
         self.state.provider_calls += 1
         cut = Signal()
         unsubscribe = [s.add_listener(cut.abort) for s in (self.hooks.signal, self.signal) if s]

@@ -1,10 +1,31 @@
-"""USD accounts: a run account with an optional ceiling and child-workflow sub-accounts under it."""
+"""USD accounts: a run account with an optional ceiling, child sub-accounts, and held reserves."""
 
 from __future__ import annotations
 
 from tether.contracts.signal import Signal
 
 DEFAULT_CHILD_FRACTION = 0.3
+EPSILON = 1e-12
+
+
+class Hold:
+    """A reserve held on an account chain until the invocation settles; spend consumes it first."""
+
+    def __init__(self, account: Account, amount: float) -> None:
+        self.account = account
+        self.amount = amount
+        self.left = amount
+        for acct in account.chain():
+            acct.held += amount
+
+    def consume(self, usd: float) -> None:
+        take = min(self.left, max(0.0, usd))
+        self.left -= take
+        for acct in self.account.chain():
+            acct.held -= take
+
+    def release(self) -> None:
+        self.consume(self.left)
 
 
 class Account:
@@ -27,20 +48,35 @@ class Account:
             acct = acct.parent
         return out
 
+    def capped(self) -> list[Account]:
+        return [a for a in self.chain() if a.ceiling is not None]
+
     def debit(self, usd: float) -> None:
+        """Record spend on the whole chain; an account reaching its ceiling fires its signal (layer 3)."""
         for acct in self.chain():
             acct.spent += usd
-            if acct.ceiling is not None and acct.spent >= acct.ceiling - 1e-12:
-                acct.signal.abort("budget")
+            if acct.at_ceiling():
+                acct.signal.abort(f"budget ceiling reached: {acct.name!r} spent {acct.spent:.6f} of {acct.ceiling} USD")
+
+    def at_ceiling(self) -> bool:
+        return self.ceiling is not None and self.spent >= self.ceiling - EPSILON
 
     def restore(self, usd: float) -> None:
         """Spend folded from the journal at segment start (this account only)."""
         self.spent += usd
 
+    def hold(self, amount: float) -> Hold:
+        return Hold(self, amount)
+
+    def room(self, own: Hold | None = None) -> float | None:
+        """Headroom of the tightest capped account, net of other invocations' held reserves."""
+        mine = own.left if own is not None else 0.0
+        rooms = [a.ceiling - a.spent - a.held + mine for a in self.capped() if a.ceiling is not None]
+        return max(0.0, min(rooms)) if rooms else None
+
     def remaining(self) -> float | None:
         """Headroom of the tightest capped account on the chain, net of held reserves."""
-        rooms = [a.ceiling - a.spent - a.held for a in self.chain() if a.ceiling is not None]
-        return max(0.0, min(rooms)) if rooms else None
+        return self.room()
 
     def child(self, fraction: float | None, *, name: str, ceiling: float | None = None) -> Account:
         """A sub-account: `fraction` (default 0.3) of this chain's remainder, or a journaled ceiling."""
@@ -48,6 +84,4 @@ class Account:
             room = self.remaining()
             if room is not None:
                 ceiling = room * (DEFAULT_CHILD_FRACTION if fraction is None else fraction)
-            elif fraction is not None and self.ceiling is not None:
-                ceiling = self.ceiling * fraction
         return Account(ceiling, self, name=name)

@@ -1,10 +1,11 @@
-"""`AccountHooks`: the engine's `BudgetHooks` over an account chain, metering each provider call."""
+"""`AccountHooks`: the engine's `BudgetHooks` over an account chain (layers 2 and 3, exposure)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tether.budget.accounts import Account
+from tether.budget.accounts import Account, Hold
+from tether.budget.exposure import ExposureGate, ExposureHold
 from tether.contracts.errors import BudgetExhaustedError, PricingError
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ExposureWait
@@ -13,57 +14,94 @@ from tether.contracts.usage import Usage
 from tether.pricing import affordable_output_tokens, cost_usd
 
 PriceLookup = Callable[[str], Price | None]
+DebitListener = Callable[[str, float], None]
 
 
 class AccountHooks:
     """Budget hooks for one agent invocation; also the tally its terminal entry records."""
 
-    def __init__(self, account: Account, price_of: PriceLookup, *, strict_pricing: bool = False) -> None:
+    def __init__(
+        self,
+        account: Account,
+        price_of: PriceLookup,
+        *,
+        hold: Hold | None = None,
+        exposure: ExposureGate | None = None,
+        strict_pricing: bool = False,
+        on_debit: DebitListener | None = None,
+    ) -> None:
         self.account = account
         self.price_of = price_of
+        self.hold = hold
+        self.exposure = exposure
         self.strict_pricing = strict_pricing
+        self.on_debit = on_debit
         self.signal: Signal | None = account.signal
         self.costs: dict[str, float] = {}
         self.unpriced: dict[str, Usage] = {}
+        self.usage_by_model: dict[str, Usage] = {}
         self.provider_calls = 0
+        self._in_flight: ExposureHold | None = None
 
     @property
     def cost_usd(self) -> float:
         return sum(self.costs.values())
 
-    def _exhausted(self, acct: Account) -> BudgetExhaustedError:
-        return BudgetExhaustedError(
-            f"budget exhausted: account {acct.name!r} has spent {acct.spent:.4f} of "
-            f"{acct.ceiling:.4f} USD. Raise budget_usd for the next run.",
-            account=acct.name,
-            spent=acct.spent,
-            ceiling=acct.ceiling,
-        )
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for u in self.usage_by_model.values():
+            total = total + u
+        return total
 
+    # -- layer 2 -------------------------------------------------------------------------------
     def before_turn(self) -> None:
-        for acct in self.account.chain():
-            if acct.ceiling is not None and acct.spent >= acct.ceiling - 1e-12:
-                raise self._exhausted(acct)
+        for acct in self.account.capped():
+            if acct.at_ceiling():
+                raise BudgetExhaustedError(
+                    f"budget exhausted: account {acct.name!r} has spent {acct.spent:.4f} of {acct.ceiling:.4f} USD; "
+                    f"no further turn is admitted. Raise budget_usd for the next run.",
+                    account=acct.name, spent=acct.spent, ceiling=acct.ceiling,
+                )
 
     def max_affordable_output_tokens(self, served_by: str, est_input: int) -> int | None:
-        room = self.account.remaining()
+        room = self.remaining_usd()
         price = self.price_of(served_by)
         if room is None or price is None:
             return None
         return affordable_output_tokens(price, est_input, room)
 
+    # -- exposure ------------------------------------------------------------------------------
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:
-        return None
+        price = self.price_of(served_by)
+        if self.exposure is None or price is None:
+            return None
+        return affordable_output_tokens(price, est_input, self.exposure.room())
 
     def admit_turn_exposure(self, served_by: str, est_input: int, planned_output: int) -> Callable[[], None] | None:
-        return None
+        if self.exposure is None:
+            return None
+        price = self.price_of(served_by)
+        estimate = cost_usd(Usage(input_tokens=est_input, output_tokens=planned_output), price) if price else 0.0
+        hold = self.exposure.admit(estimate)
+        self._in_flight = hold
+
+        def release() -> None:
+            hold.release()
+            if self._in_flight is hold:
+                self._in_flight = None
+
+        return release
 
     async def await_exposure_release(self, signal: Signal | None = None) -> ExposureWait:
-        return "drained"
+        if self.exposure is None:
+            return "drained"
+        return await self.exposure.await_release(signal)
 
     def live_exposure_usd(self) -> float:
-        return 0.0
+        return self.exposure.live_usd() if self.exposure is not None else 0.0
 
+    # -- layer 3 -------------------------------------------------------------------------------
     def open_call_meter(self, served_by: str) -> Callable[[Usage], None]:
         """Price the call's accumulated usage and debit only the increment (tier-correct live)."""
         self.provider_calls += 1
@@ -74,20 +112,26 @@ class AccountHooks:
         def feed(delta: Usage) -> None:
             nonlocal acc, paid
             acc = acc + delta
+            self.usage_by_model[served_by] = self.usage_by_model.get(served_by, Usage()) + delta
             if price is None:
                 self.unpriced[served_by] = self.unpriced.get(served_by, Usage()) + delta
                 return
             total = cost_usd(acc, price)
-            inc = total - paid
-            paid = total
+            inc, paid = total - paid, total
+            if not inc:
+                return
             self.costs[served_by] = self.costs.get(served_by, 0.0) + inc
-            if inc:
-                self.account.debit(inc)
+            self.account.debit(inc)
+            for hold in (self.hold, self._in_flight):
+                if hold is not None:
+                    hold.consume(inc)
+            if self.on_debit is not None:
+                self.on_debit(served_by, inc)
 
         return feed
 
     def remaining_usd(self) -> float | None:
-        return self.account.remaining()
+        return self.account.room(self.hold)
 
     def assert_priced_dispatch(self, served_by: str) -> None:
         if self.strict_pricing and self.price_of(served_by) is None:
@@ -98,5 +142,6 @@ class AccountHooks:
             )
 
     def on_usage(self, usage: Usage, served_by: str) -> None:
+        """Meter-less accounting: one meter per report (per-slice pricing)."""
         self.open_call_meter(served_by)(usage)
         self.provider_calls -= 1

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from tether.agents.dispatch import build_request, estimate_input_tokens
 from tether.agents.host import AgentSpec, OutputSpec
+from tether.agents.loop import run_agent
+from tether.budget.accounts import Hold
+from tether.budget.admission import admit, check_spawn_cap, reserve_usd
 from tether.budget.hooks import AccountHooks
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError
+from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.usage import Usage
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
+from tether.engine.segment import AppendCancelled
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
 from tether.routing import ModelLike
@@ -126,47 +134,77 @@ class AgentCall:
             agent_type=agent_type,
             permissions=engine.permissions,
         )
+        if found.running is None:
+            check_spawn_cap(seg.next_agent_id - 1, engine.max_spawns, seg.run_id)
         if seg.agent_slots.locked():
             seg.events.emit("agent:queued", label=label)
         async with seg.agent_slots:
-            running = found.running or await seg.append(
-                JournalEntry(
-                    kind="agent",
-                    scope=frame.scope,
-                    key=k,
-                    ordinal=seg.index.next_ordinal(frame.scope, k),
-                    status="running",
-                    label=label,
-                    phase=frame.phase,
-                    agent_id=seg.mint_agent_id(),
-                    parent_agent_id=frame.agent_id,
-                    agent_type=agent_type,
-                    role=role,
-                    started_at=engine.clock(),
-                    value={"model": spec_model.identity},
-                )
-            )
-            result, hooks = await self._run_loop(frame, running, spec)
+            reserve = self._reserve(spec, est_cost if est_cost is not None else profile.est_cost)
+            hold = admit(frame.account, reserve, what=f"agent {label or prompt[:40]!r}", run_id=seg.run_id)
+            try:
+                started = await self._start(frame, found.running, spec, hold, k, role, spec_model.identity)
+                result, hooks, running = started
+            finally:
+                hold.release()
         terminal = await seg.append(self._terminal(frame, running, result, hooks))
         result = restore_result(running, terminal, out, live=result)
         return self._shape(frame, running, result, on_error, full)
 
-    async def _run_loop(self, frame: Frame, running: JournalEntry, spec: AgentSpec) -> tuple[AgentResult, AccountHooks]:
-        from tether.agents.loop import run_agent
+    def _reserve(self, spec: AgentSpec, est_cost: float | None) -> float:
+        """Layer 1's reserve: `est_cost` (call or profile) ?? one priced worst-case turn ?? 0.50 USD."""
+        model = spec.models[0]
+        request, _ = build_request(spec, model, [Message.text("user", spec.prompt)])
+        max_output = min(spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
+        price = self.seg.engine.price_of(model.ref)
+        return reserve_usd(est_cost, None, price, estimate_input_tokens(request), max_output)
 
+    async def _start(
+        self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hold: Hold, k: str, role: str, model: str
+    ) -> tuple[AgentResult, AccountHooks, JournalEntry]:
         seg = self.seg
+        hooks = AccountHooks(
+            frame.account, seg.engine.price_of, hold=hold, exposure=seg.exposure,
+            strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
+        )
+        if running is None:
+            try:
+                running = await seg.append(self._running_entry(frame, spec, k, role, model))
+            except AppendCancelled as cancelled:  # the entry is journaled: it gets its terminal too
+                await self._journal_cancelled(frame, cancelled.stored, hooks)
+                raise
         assert running.seq is not None and self.ctx is not None
         inner = frame.enter(
             join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1
         )
         host = EngineLoopHost(seg, self.ctx, running, inner)
-        hooks = AccountHooks(frame.account, seg.engine.price_of, strict_pricing=seg.strict_pricing)
         token = CURRENT_FRAME.set(inner)
         try:
             result = await run_agent(spec, host, hooks, signal=seg.cancel)
+        except asyncio.CancelledError:
+            if not seg.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
+                await self._journal_cancelled(frame, running, hooks)
+            raise
         finally:
             CURRENT_FRAME.reset(token)
-        return result, hooks
+        return result, hooks, running
+
+    def _running_entry(self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str) -> JournalEntry:
+        seg = self.seg
+        return JournalEntry(
+            kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
+            label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
+            agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(), value={"model": model},
+        )
+
+    async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks) -> None:
+        """A cancelled invocation still gets its terminal, with the partial (approximate) spend."""
+        usage = hooks.usage.model_copy(update={"approximate": True})
+        result = AgentResult(
+            status="cancelled", usage=usage, usage_by_model=hooks.usage_by_model,
+            error=AgentError(kind="transport", message="cancelled while running"),
+        )
+        with contextlib.suppress(asyncio.CancelledError):  # appends finish once started; cancel is re-raised
+            await self.seg.append(self._terminal(frame, running, result, hooks))
 
     def _terminal(self, frame: Frame, running: JournalEntry, result: AgentResult, hooks: AccountHooks) -> JournalEntry:
         error = result.error.model_dump(exclude_none=True) if result.error else None
@@ -200,18 +238,19 @@ class AgentCall:
         )
 
     def _shape(self, frame: Frame, running: JournalEntry, result: AgentResult, on_error: str, full: bool) -> Any:
-        if full:
-            return result
-        if result.status == "ok":
-            return result.output
+        """What `ctx.agent` returns or raises; budget refusals always raise, even with `full=True`."""
         err = result.error or AgentError(kind="terminal", message=f"agent ended {result.status}")
-        if err.kind == "budget":
+        if result.status != "ok" and err.kind == "budget":
             raise BudgetExhaustedError(
                 f"budget: agent {running.label or running.agent_id} stopped ({err.reason or result.status}, "
                 f"stage {err.stage or 'loop'}): {err.message}",
                 error=err,
                 agent_id=running.agent_id,
             )
+        if full:
+            return result
+        if result.status == "ok":
+            return result.output
         if on_error == "none":
             self.seg.dropped.append(
                 DroppedBranch(scope=frame.scope, seq=running.seq, error=err.model_dump(exclude_none=True))

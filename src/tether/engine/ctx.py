@@ -114,6 +114,10 @@ class Ctx:
             CURRENT_FRAME.set(frame.enter(join(frame.scope, parallel_segment(site, i))))
             try:
                 return await thunk()
+            except Exception as exc:
+                if settle or isinstance(exc, Abandoned):  # a lost branch is itemized the moment it is lost
+                    seg.dropped.append(_dropped(frame, site, i, exc))
+                raise
             finally:
                 seg.branch_waiting(-1)
 
@@ -123,37 +127,34 @@ class Ctx:
         try:
             if settle:
                 done = await asyncio.gather(*tasks, return_exceptions=True)
-                return [self._settled(frame, site, i, r) for i, r in enumerate(done)]
+                return [_settled(r) for r in done]
             return await self._fail_fast(frame, site, tasks)
         finally:
             seg.branch_waiting(+1)
 
     async def _fail_fast(self, frame: Frame, site: int, tasks: list[asyncio.Task[Any]]) -> list[Any]:
+        """The first branch to fail (in completion order) cancels its siblings and its error propagates."""
         try:
-            results = []
-            for i, t in enumerate(tasks):
-                try:
-                    results.append(await t)
-                except Abandoned as exc:
-                    self._seg.dropped.append(_dropped(frame, site, i, exc))
-                    results.append(None)
-            return results
+            pending: set[asyncio.Task[Any]] = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+                failed = [t for t in done if not t.cancelled() and _is_failure(t.exception())]
+                error = failed[0].exception() if failed else None
+                if error is not None:
+                    raise error
         except BaseException:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-
-    def _settled(self, frame: Frame, site: int, i: int, r: Any) -> BranchOutcome:
-        if isinstance(r, Abandoned):
-            self._seg.dropped.append(_dropped(frame, site, i, r))
-            return BranchOutcome(status="skipped")
-        if isinstance(r, asyncio.CancelledError):
-            raise r
-        if isinstance(r, BaseException):
-            self._seg.dropped.append(_dropped(frame, site, i, r))
-            return BranchOutcome(status="error", error=f"{type(r).__name__}: {r}")
-        return BranchOutcome(status="ok", value=r)
+        results: list[Any] = []
+        for t in tasks:
+            exc = t.exception()
+            if isinstance(exc, Abandoned):
+                results.append(None)
+            else:
+                results.append(t.result())
+        return results
 
     # -- child workflows ---------------------------------------------------------------------
     async def workflow(
@@ -318,6 +319,20 @@ def _schema_adapter(schema: Any) -> TypeAdapter[Any] | None:
     if schema is None or isinstance(schema, dict):
         return None
     return TypeAdapter(schema)
+
+
+def _settled(r: Any) -> BranchOutcome:
+    if isinstance(r, Abandoned):
+        return BranchOutcome(status="skipped")
+    if isinstance(r, asyncio.CancelledError):
+        raise r
+    if isinstance(r, BaseException):
+        return BranchOutcome(status="error", error=f"{type(r).__name__}: {r}")
+    return BranchOutcome(status="ok", value=r)
+
+
+def _is_failure(exc: BaseException | None) -> bool:
+    return exc is not None and not isinstance(exc, Abandoned)
 
 
 def _dropped(frame: Frame, site: int, i: int, exc: BaseException) -> DroppedBranch:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ulid import ULID
 
+from tether.budget.admission import LIFETIME_SPAWNS
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.contracts.errors import ConfigError, JournalSealedError
 from tether.contracts.events import AgentEvent, ToolEffectRecord
@@ -47,6 +48,7 @@ class Engine:
         workflows: Sequence[Workflow] = (),
         profiles: Mapping[str, AgentProfile] | None = None,
         permissions: Permissions | None = None,
+        max_spawns: int = LIFETIME_SPAWNS,
         lease_ttl_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
@@ -67,6 +69,7 @@ class Engine:
         self.profiles: dict[str, AgentProfile] = dict(profiles or {})
         self.lease_ttl_s = lease_ttl_s
         self.permissions = permissions
+        self.max_spawns = max_spawns
         self.clock = clock
         self.rng = rng or random.Random()
         self.sleep = sleep

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
+from tether.budget.exposure import ExposureGate
 from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, Lease, RunMeta, RunStatus
 from tether.contracts.errors import (
     BudgetExhaustedError,
@@ -125,6 +126,10 @@ async def drive(
             lease=lease,
             strict_pricing=opts.strict_pricing,
             agent_slots=asyncio.Semaphore(engine.concurrency),
+            exposure=(
+                ExposureGate(opts.max_in_flight_exposure_usd, root)
+                if opts.max_in_flight_exposure_usd is not None else None
+            ),
         )
         agents = AgentCall(seg)
         ctx = Ctx(seg, agents)
@@ -186,7 +191,8 @@ async def _run_body(
         with contextlib.suppress(BaseException):
             await task
         if reason == "suspended":
-            return "suspended", None, None
+            # a reached ceiling outranks the parked branches: exhausted, with `pending` still listed
+            return ("exhausted" if root.signal.aborted else "suspended"), None, None
         return "cancelled", None, {"type": "Cancelled", "message": seg.cancel.reason or reason}
     exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
     if exc is None:
@@ -235,6 +241,6 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
         cost=cost,
         usage=cost.usage,
         dropped=list(seg.dropped),
-        pending=pending if status == "suspended" else [],
+        pending=pending if status in ("suspended", "exhausted") else [],
         replay=seg.stats,
     )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
+from tether.budget.exposure import ExposureGate
 from tether.contracts.entries import JournalEntry, Lease
 from tether.contracts.errors import JournalMissError
 from tether.contracts.protocols import JournalStore
@@ -27,6 +29,14 @@ class Abandoned(Exception):
         super().__init__(f"abandoned work at scope {scope!r} (seq {seq})")
         self.scope = scope
         self.seq = seq
+
+
+class AppendCancelled(asyncio.CancelledError):
+    """The caller was cancelled, but its append finished: `stored` is the entry as journaled."""
+
+    def __init__(self, stored: JournalEntry) -> None:
+        super().__init__(f"cancelled after appending seq {stored.seq}")
+        self.stored = stored
 
 
 @dataclass
@@ -54,6 +64,7 @@ class Segment:
     root: Account
     dry_run: bool = False
     strict_pricing: bool = False
+    exposure: ExposureGate | None = None
     lease: Lease | None = None
     stats: ReplayStats = field(default_factory=ReplayStats)
     dropped: list[DroppedBranch] = field(default_factory=list)
@@ -83,10 +94,23 @@ class Segment:
                 scope=entry.scope,
                 kind=entry.kind,
             )
+        write = asyncio.ensure_future(self._write(entry))
+        try:
+            return await asyncio.shield(write)
+        except asyncio.CancelledError:
+            # A write that started finishes (and is indexed) even when its caller is cancelled.
+            while not write.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(write)
+            if write.cancelled() or write.exception() is not None:
+                raise
+            raise AppendCancelled(write.result()) from None
+
+    async def _write(self, entry: JournalEntry) -> JournalEntry:
         async with self.write_lock:
             await self.flush()
-            seq = await asyncio.shield(self.store.append(self.run_id, entry, self.lease))
-        return self._indexed(entry, seq)
+            seq = await self.store.append(self.run_id, entry, self.lease)
+            return self._indexed(entry, seq)
 
     def _indexed(self, entry: JournalEntry, seq: int) -> JournalEntry:
         stored = entry.model_copy(update={"seq": seq})
@@ -122,6 +146,13 @@ class Segment:
         else:
             self.stats.reruns += 1
         return Lookup(action, m)
+
+    def budget_update(self, model: str, usd: float) -> None:
+        """Telemetry for every live debit: what was drawn and what the run has left."""
+        self.events.emit(
+            "budget:update", model=model, usd=usd, spent=self.root.spent, remaining=self.root.remaining(),
+            ceiling=self.root.ceiling,
+        )
 
     def require_live(self, what: str, scope: str) -> None:
         """Replay-strict runs stop at the first would-be-live call."""
