@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev,bench]'
+	$(BIN)/pip install -q -e '.[all,dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -19,11 +19,14 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench examples scripts
 	$(BIN)/mypy src
 
 bench: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/journal.py
+	$(BIN)/python bench/agent_loop.py
+	$(BIN)/python bench/budget_race.py
 
 clean:
 	rm -rf $(VENV)

@@ -5,6 +5,13 @@ append-only journal, so a crashed or edited run resumes without paying twice.
 """
 
 from tether import models, testing
+from tether.agents.tool_budget import (
+    FinalizationReserve,
+    FinalizationWindow,
+    ToolBudget,
+    ToolBudgetExtension,
+    ToolUnits,
+)
 from tether.budget.accounts import Account
 from tether.contracts.errors import (
     AdmissionRejectedError,
@@ -30,8 +37,10 @@ from tether.engine.ctx import BranchOutcome, Ctx
 from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
 from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
+from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow, workflow
 from tether.journal.cost import CostReport
+from tether.journal.tree import AgentNode, TreeReport
 from tether.pricing import PriceTable
 from tether.routing import ModelSpec
 from tether.tools.definition import ModelRetry, Tool, tool
@@ -43,16 +52,20 @@ __all__ = [
     "AgentCallError",
     "AgentError",
     "AgentEvent",
+    "AgentNode",
     "AgentResult",
     "BranchOutcome",
     "BudgetExhaustedError",
     "BudgetHooks",
     "ConfigError",
+    "Containment",
     "CostReport",
     "Ctx",
     "DroppedBranch",
     "Engine",
     "Event",
+    "FinalizationReserve",
+    "FinalizationWindow",
     "JournalCompatibilityError",
     "JournalCorruptError",
     "JournalMissError",
@@ -72,8 +85,12 @@ __all__ = [
     "TetherError",
     "Tier",
     "Tool",
+    "ToolBudget",
+    "ToolBudgetExtension",
     "ToolBudgetSummary",
     "ToolEffectRecord",
+    "ToolUnits",
+    "TreeReport",
     "Usage",
     "Workflow",
     "models",

@@ -10,6 +10,7 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
+from wirekit import BRIEF, WEATHER, asker, run, summed, terminal, weather_turns
 
 from tether.contracts import (
     ChatModel,
@@ -23,12 +24,9 @@ from tether.contracts import (
     Signal,
     StreamError,
     TextDelta,
-    TextPart,
     ToolCallDelta,
     ToolCallEnd,
-    ToolCallPart,
     ToolCallStart,
-    ToolResultPart,
     ToolSpec,
     Usage,
     UsageDelta,
@@ -47,29 +45,7 @@ def adapter(wire: Any, api_key: str = "test-key", **kwargs: Any) -> AnthropicMod
     return AnthropicModel(client=client, **kwargs)
 
 
-def ask(text: str = "Hi", **kwargs: Any) -> ChatRequest:
-    kwargs.setdefault("max_output_tokens", 1024)
-    return ChatRequest(model=MODEL, messages=(Message.text("user", text),), **kwargs)
-
-
-async def run(
-    model: AnthropicModel, request: ChatRequest, signal: Signal | None = None
-) -> list[Any]:
-    return [event async for event in model.stream(request, signal)]
-
-
-def terminal(events: list[Any]) -> Any:
-    ends = [e for e in events if e.type in ("finish", "error")]
-    assert len(ends) == 1 and events[-1] is ends[0], events
-    return ends[0]
-
-
-def summed(events: list[Any]) -> Usage:
-    total = Usage()
-    for e in events:
-        if isinstance(e, UsageDelta):
-            total = total + e.usage
-    return total
+ask = asker(MODEL, max_output_tokens=1024)
 
 
 async def test_plain_text_streams_deltas_then_one_finish(kit: Any) -> None:
@@ -84,11 +60,7 @@ async def test_plain_text_streams_deltas_then_one_finish(kit: Any) -> None:
 
 async def test_request_body_carries_system_messages_and_max_tokens(kit: Any) -> None:
     wire = kit.wire(kit.sse("anthropic", "text.sse"))
-    request = ChatRequest(
-        model=MODEL,
-        messages=(Message.text("system", "Be brief."), Message.text("user", "Hi")),
-        max_output_tokens=321,
-    )
+    request = ask(messages=BRIEF, max_output_tokens=321)
     await run(adapter(wire), request)
     body = wire.body
     assert wire.requests[0].url.path == "/v1/messages"
@@ -188,32 +160,14 @@ async def test_history_is_projected_with_tool_ids_results_and_only_own_raw_parts
     history = (
         Message.text("system", "You are terse."),
         Message.text("user", "Weather in Paris?"),
-        Message(
-            role="assistant",
-            parts=(
-                RawPart(family="anthropic", data=thinking),
-                RawPart(family="openai", data={"type": "reasoning", "encrypted_content": "x"}),
-                TextPart(text="Checking."),
-                ToolCallPart(id="call_3_0", name="get_weather", args={"city": "Paris"}),
-            ),
-        ),
-        Message(
-            role="tool",
-            parts=(
-                ToolResultPart(
-                    call_id="call_3_0", name="get_weather", content="boom", is_error=True
-                ),
-            ),
+        *weather_turns(
+            RawPart(family="anthropic", data=thinking),
+            RawPart(family="openai", data={"type": "reasoning", "encrypted_content": "x"}),
         ),
         Message.text("user", "And now?"),
     )
-    tools = (ToolSpec(name="get_weather", description="Weather.", parameters={"type": "object"}),)
-    request = ChatRequest(
-        model=MODEL,
-        messages=history,
-        tools=tools,
-        tool_choice="required",
-        max_output_tokens=900,
+    request = ask(
+        messages=history, tools=(WEATHER,), tool_choice="required", max_output_tokens=900,
         output_format=OutputFormat(schema={"type": "object"}),
     )
     await run(adapter(wire), request)
@@ -422,3 +376,18 @@ def test_factory_builds_a_chat_model_every_time() -> None:
         model = tether.models.anthropic(api_key="unused")
         assert isinstance(model, AnthropicModel) and isinstance(model, ChatModel)
         assert (model.id, model.family) == ("anthropic", "anthropic")
+
+
+async def test_native_output_schemas_are_sent_closed(kit: Any) -> None:
+    wire = kit.wire(kit.sse("anthropic", "text.sse"))
+    item = {"type": "object", "properties": {"k": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {"score": {"type": "number"}, "tags": {"type": "array", "items": item}},
+        "required": ["score"],
+    }
+    await run(adapter(wire), ask(output_format=OutputFormat(schema=schema)))
+    sent = wire.body["output_config"]["format"]["schema"]
+    assert sent["additionalProperties"] is False
+    assert sent["properties"]["tags"]["items"] == {**item, "additionalProperties": False}
+    assert set(sent["properties"]) == {"score", "tags"}  # a map of properties is not itself a schema

@@ -8,12 +8,11 @@ from typing import Any
 
 import anthropic
 import pytest
+from wirekit import asker, run
 
 from tether.contracts import (
     ChatModel,
-    ChatRequest,
     Finish,
-    Message,
     Signal,
     StreamError,
     TetherError,
@@ -42,18 +41,11 @@ def adapter(wire: Any) -> AnthropicModel:
     return AnthropicModel(client=client)
 
 
-def ask(text: str = "Hi", **kwargs: Any) -> ChatRequest:
-    return ChatRequest(
-        model=MODEL, messages=(Message.text("user", text),), max_output_tokens=64, **kwargs
-    )
+ask = asker(MODEL, max_output_tokens=64)
 
 
 def files_in(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
-
-
-async def run(model: ChatModel, request: ChatRequest, signal: Signal | None = None) -> list[Any]:
-    return [event async for event in model.stream(request, signal)]
 
 
 async def test_recorded_events_replay_exactly_with_zero_requests(kit: Any, tmp_path: Path) -> None:
@@ -71,6 +63,18 @@ async def test_recorded_events_replay_exactly_with_zero_requests(kit: Any, tmp_p
     assert idle.requests == []
     assert player.replayed == 2 and player.unused() == []
     assert any(isinstance(e, ToolCallEnd) for e in first)  # validated back into typed events
+
+
+async def test_a_consumer_that_stops_at_the_terminal_still_records(tmp_path: Path) -> None:
+    path = tmp_path / "stop.json"
+    recorder = cassette(FakeModel("fake", [Reply(text="x")]), path, mode="record")
+    stream = recorder.stream(ask())
+    async for event in stream:
+        if event.type == "finish":
+            break  # as the engine does: it never asks for more after the terminal
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert recorder.recorded == 1
+    assert len(json.loads(path.read_text())["exchanges"]) == 1
 
 
 async def test_the_cassette_file_holds_no_api_key(kit: Any, tmp_path: Path) -> None:

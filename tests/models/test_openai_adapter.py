@@ -8,24 +8,20 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from wirekit import BRIEF, WEATHER, asker, run, terminal, weather_turns
 
 from tether.contracts import (
     ChatModel,
-    ChatRequest,
     Finish,
     Message,
     OutputFormat,
     RawPart,
     RawPartEvent,
-    Signal,
     StreamError,
     TextDelta,
-    TextPart,
     ToolCallDelta,
     ToolCallEnd,
-    ToolCallPart,
     ToolCallStart,
-    ToolResultPart,
     ToolSpec,
     Usage,
     UsageDelta,
@@ -42,19 +38,7 @@ def adapter(wire: Any, api_key: str = "test-key") -> OpenAIModel:
     return OpenAIModel(client=client)
 
 
-def ask(text: str = "Hi", model: str = MODEL, **kwargs: Any) -> ChatRequest:
-    kwargs.setdefault("max_output_tokens", 1024)
-    return ChatRequest(model=model, messages=(Message.text("user", text),), **kwargs)
-
-
-async def run(model: OpenAIModel, request: ChatRequest, signal: Signal | None = None) -> list[Any]:
-    return [event async for event in model.stream(request, signal)]
-
-
-def terminal(events: list[Any]) -> Any:
-    ends = [e for e in events if e.type in ("finish", "error")]
-    assert len(ends) == 1 and events[-1] is ends[0], events
-    return ends[0]
+ask = asker(MODEL, max_output_tokens=1024)
 
 
 async def test_plain_text_streams_deltas_then_one_finish(kit: Any) -> None:
@@ -67,11 +51,7 @@ async def test_plain_text_streams_deltas_then_one_finish(kit: Any) -> None:
 
 async def test_request_body_uses_instructions_input_and_max_output_tokens(kit: Any) -> None:
     wire = kit.wire(kit.sse("openai", "text.sse"))
-    request = ChatRequest(
-        model=MODEL,
-        messages=(Message.text("system", "Be brief."), Message.text("user", "Hi")),
-        max_output_tokens=321,
-    )
+    request = ask(messages=BRIEF, max_output_tokens=321)
     await run(adapter(wire), request)
     body = wire.body
     assert wire.requests[0].url.path == "/v1/responses"
@@ -137,30 +117,15 @@ async def test_history_is_projected_with_call_ids_results_and_only_own_raw_parts
     history = (
         Message.text("system", "You are terse."),
         Message.text("user", "Weather in Paris?"),
-        Message(
-            role="assistant",
-            parts=(
-                RawPart(
-                    family="anthropic", data={"type": "thinking", "thinking": "t", "signature": "s"}
-                ),
-                RawPart(family="openai", data=reasoning),
-                TextPart(text="Checking."),
-                ToolCallPart(id="call_3_0", name="get_weather", args={"city": "Paris"}),
-            ),
-        ),
-        Message(
-            role="tool",
-            parts=(ToolResultPart(call_id="call_3_0", name="get_weather", content="12C"),),
+        *weather_turns(
+            RawPart(family="anthropic", data={"type": "thinking", "thinking": "t", "signature": "s"}),
+            RawPart(family="openai", data=reasoning),
+            result="12C",
+            is_error=False,
         ),
     )
-    request = ChatRequest(
-        model=MODEL,
-        messages=history,
-        tools=(
-            ToolSpec(name="get_weather", description="Weather.", parameters={"type": "object"}),
-        ),
-        tool_choice="get_weather",
-        max_output_tokens=700,
+    request = ask(
+        messages=history, tools=(WEATHER,), tool_choice="get_weather", max_output_tokens=700,
         output_format=OutputFormat(name="verdict", schema={"type": "object"}),
     )
     await run(adapter(wire), request)
@@ -307,3 +272,14 @@ def test_factory_builds_a_chat_model_every_time() -> None:
         model = tether.models.openai(api_key="unused")
         assert isinstance(model, OpenAIModel) and isinstance(model, ChatModel)
         assert (model.id, model.family) == ("openai", "openai")
+
+
+async def test_strict_output_is_asked_only_when_every_property_is_required(kit: Any) -> None:
+    wire = kit.wire(kit.sse("openai", "text.sse"), kit.sse("openai", "text.sse"))
+    full = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    partial = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["a"]}
+    for schema in (full, partial):
+        await run(adapter(wire), ask(output_format=OutputFormat(schema=schema)))
+    first, second = (b["text"]["format"] for b in wire.bodies)
+    assert first["strict"] is True and first["schema"] == {**full, "additionalProperties": False}
+    assert second["strict"] is False and second["schema"] == {**partial, "additionalProperties": False}

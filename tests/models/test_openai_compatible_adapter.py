@@ -7,10 +7,10 @@ from typing import Any
 
 import openai
 import pytest
+from wirekit import BRIEF, WEATHER, asker, run, terminal, weather_turns
 
 from tether.contracts import (
     ChatModel,
-    ChatRequest,
     Finish,
     Message,
     ModelCaps,
@@ -18,11 +18,8 @@ from tether.contracts import (
     RawPart,
     StreamError,
     TextDelta,
-    TextPart,
     ToolCallEnd,
-    ToolCallPart,
     ToolCallStart,
-    ToolResultPart,
     ToolSpec,
     Usage,
 )
@@ -39,19 +36,7 @@ def adapter(wire: Any, **kwargs: Any) -> OpenAICompatibleModel:
     return OpenAICompatibleModel(id="ollama", base_url=BASE, client=client, **kwargs)
 
 
-def ask(text: str = "Hi", **kwargs: Any) -> ChatRequest:
-    kwargs.setdefault("max_output_tokens", 256)
-    return ChatRequest(model=MODEL, messages=(Message.text("user", text),), **kwargs)
-
-
-async def run(model: OpenAICompatibleModel, request: ChatRequest) -> list[Any]:
-    return [event async for event in model.stream(request)]
-
-
-def terminal(events: list[Any]) -> Any:
-    ends = [e for e in events if e.type in ("finish", "error")]
-    assert len(ends) == 1 and events[-1] is ends[0], events
-    return ends[0]
+ask = asker(MODEL, max_output_tokens=256)
 
 
 async def test_plain_text_with_usage_from_the_last_chunk(kit: Any) -> None:
@@ -63,11 +48,7 @@ async def test_plain_text_with_usage_from_the_last_chunk(kit: Any) -> None:
 
 async def test_request_body_streams_with_usage_and_max_tokens(kit: Any) -> None:
     wire = kit.wire(kit.sse("openai_compatible", "text.sse"))
-    request = ChatRequest(
-        model=MODEL,
-        messages=(Message.text("system", "Be brief."), Message.text("user", "Hi")),
-        max_output_tokens=99,
-    )
+    request = ask(messages=BRIEF, max_output_tokens=99)
     await run(adapter(wire), request)
     body = wire.body
     assert str(wire.requests[0].url) == f"{BASE}/chat/completions"
@@ -107,31 +88,10 @@ async def test_history_and_tools_are_projected_and_raw_parts_dropped(kit: Any) -
     wire = kit.wire(kit.sse("openai_compatible", "text.sse"))
     history = (
         Message.text("user", "Weather?"),
-        Message(
-            role="assistant",
-            parts=(
-                RawPart(family="anthropic", data={"type": "thinking", "signature": "sig"}),
-                TextPart(text="Checking."),
-                ToolCallPart(id="call_3_0", name="get_weather", args={"city": "Paris"}),
-            ),
-        ),
-        Message(
-            role="tool",
-            parts=(
-                ToolResultPart(
-                    call_id="call_3_0", name="get_weather", content="boom", is_error=True
-                ),
-            ),
-        ),
+        *weather_turns(RawPart(family="anthropic", data={"type": "thinking", "signature": "sig"})),
     )
-    request = ChatRequest(
-        model=MODEL,
-        messages=history,
-        tools=(
-            ToolSpec(name="get_weather", description="Weather.", parameters={"type": "object"}),
-        ),
-        tool_choice="required",
-        max_output_tokens=50,
+    request = ask(
+        messages=history, tools=(WEATHER,), tool_choice="required", max_output_tokens=50,
         output_format=OutputFormat(schema={"type": "object"}),
     )
     await run(adapter(wire), request)

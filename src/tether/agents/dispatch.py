@@ -61,7 +61,7 @@ def build_request(
     """The provider-neutral request for `model`, with the structured-output tier its caps allow."""
     tier: StructuredTier = model.adapter.caps(model.name).structured_output
     tools = tuple(t.spec for t in spec.tools)
-    tool_choice = "auto"
+    tool_choice = spec.tool_choice or "auto"
     output_format = None
     system = [spec.system] if spec.system else []
     if spec.output is not None:

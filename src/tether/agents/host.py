@@ -63,6 +63,8 @@ class AgentSpec:
     """A `tether.ToolBudget` or None (see docs/tool-budgets.md)."""
     label: str | None = None
     agent_type: str | None = None
+    tool_choice: str | None = None
+    """Overrides the request's `tool_choice` (the reserve summary turn sends "none")."""
     exposure_wait: bool = False
     """Wait for an in-flight exposure hold to release instead of failing (orchestrator children)."""
     permissions: Permissions | None = None

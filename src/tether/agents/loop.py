@@ -1,12 +1,14 @@
 """The agent loop: model turn → tool calls → checkpoint, until an answer or a stop.
 
 Stops: a final text (no output schema) or a validated output; `max_turns` (checked before each
-dispatch); no progress for `no_progress_turns` turns; a budget refusal or cut; cancellation; a
-non-retryable provider error. Money is seen only through `BudgetHooks`.
+dispatch); tool budget expiry (after the finalization reserve's summary turn when configured); no
+progress for `no_progress_turns` turns; a budget refusal or cut; cancellation; a non-retryable
+provider error. Money is seen only through `BudgetHooks`.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tether.agents.dispatch import Dispatcher, budget_error
@@ -19,9 +21,10 @@ from tether.agents.structured import (
     from_text,
     reprompt_text,
 )
+from tether.agents.tool_budget import ToolBudgetGate
 from tether.agents.toolcalls import ToolRunner
 from tether.contracts.errors import BudgetExhaustedError, ConfigError
-from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
+from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, AgentStatus, Stage
 from tether.contracts.signal import Signal
@@ -60,7 +63,7 @@ async def run_agent(
         "agent:end",
         status=result.status,
         usage=result.usage.model_dump(mode="json"),
-        tool_budget=None,
+        tool_budget=result.tool_budget.model_dump(exclude_none=True) if result.tool_budget else None,
         turns=result.turns,
         served_by=result.served_by,
         reason=loop.stop_reason,
@@ -80,7 +83,8 @@ class _AgentLoop:
     ) -> None:
         self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
         self.dispatcher = Dispatcher(spec, host, hooks, state, signal)
-        self.tools = ToolRunner(spec, host, state)
+        self.gate = ToolBudgetGate(spec.tool_budget, host, hooks, state)
+        self.tools = ToolRunner(spec, host, state, self.gate)
         self.stop_reason: str | None = None
 
     async def run(self) -> AgentResult:
@@ -92,6 +96,8 @@ class _AgentLoop:
                 await self.tools.run_pending()
                 await self.host.save_checkpoint(state)
                 continue
+            if state.tool_budget.expired is not None:
+                return await self._on_expiry()
             stage: Stage = "extract" if state.reprompting else "loop"
             try:
                 self.hooks.before_turn()
@@ -176,7 +182,8 @@ class _AgentLoop:
         """Checkpoint the batch (so a crash never re-pays the model call), then run it."""
         state = self.state
         key = content_key([[c.name, c.args] for c in calls])
-        state.no_progress = state.no_progress + 1 if key == state.last_batch_key else 0
+        prior = state.no_progress
+        state.no_progress = prior + 1 if key == state.last_batch_key else 0
         state.last_batch_key = key
         if self._stalled():
             return self._finish("limit", reason="no-progress")
@@ -188,10 +195,53 @@ class _AgentLoop:
         )
         state.tool_ordinal += len(calls)
         await self.host.save_checkpoint(state)
+        executed, refused = state.tool_calls, self.gate.window_refusals
         await self.tools.run_pending()
-        # tool-budget hook: a `limit` at max_tool_calls / tool_units expiry is decided here.
-        await self.host.save_checkpoint(state)
+        stuck = state.tool_calls == executed and self.gate.window_refusals > refused and not self.gate.expired
+        if stuck and state.no_progress == 0:
+            # Nothing ran, the window refused: a model ignoring the window must not burn max_turns.
+            state.no_progress = prior + 1
+        await self.host.save_checkpoint(state)  # an expiry is acted on by the next loop iteration
+        if self._stalled():
+            return self._finish("limit", reason="no-progress")
         return None
+
+    async def _on_expiry(self) -> AgentResult:
+        """Tool budget expiry: settle `limit`, after the reserve's one tool-less summary turn if set."""
+        budget = self.gate.budget
+        reserve = budget.finalization_reserve if budget is not None else None
+        if reserve is None:
+            return self._finish("limit", reason="tool-budget")
+        state = self.state
+        stage: Stage = "reserve-summary"
+        if not state.tool_budget.reserve_prompted:
+            state.messages.append(Message.text("user", self.gate.reserve_prompt()))
+            state.tool_budget.reserve_prompted = True
+            await self.host.save_checkpoint(state)
+        try:
+            self.hooks.before_turn()
+        except BudgetExhaustedError as exc:
+            return self._finish("error", error=budget_error(exc, stage), reason="budget")
+        budget_signal = self.hooks.signal
+        if budget_signal is not None and budget_signal.aborted:
+            error = AgentError(kind="budget", message=f"{budget_signal.reason}", stage=stage)
+            return self._finish("cancelled", error=error, reason="budget")
+        spec = _tool_less(self.spec, reserve.max_output_tokens)
+        calls_before = state.provider_calls
+        turn = await Dispatcher(spec, self.host, self.hooks, state, self.signal).turn(stage)
+        if state.provider_calls > calls_before:
+            state.turns += 1
+        if turn.status != "ok" or turn.message is None:
+            return self._finish(turn.status, error=turn.error, reason=turn.status)
+        text = turn.message.text_content  # fail closed: tool calls the model made anyway are dropped
+        if text:
+            state.messages.append(Message(role="assistant", parts=(TextPart(text=text),)))
+        state.tool_budget.reserve_used = True
+        output: Any = text or None
+        if self.spec.output is not None and text:
+            got = from_text(self.spec.output, text)
+            output = got.value if got.ok else text
+        return self._finish("limit", output=output, reason="tool-budget")
 
     async def _no_progress(self) -> AgentResult | None:
         """An empty reply is not kept in history; enough of them in a row settle `limit`."""
@@ -216,6 +266,7 @@ class _AgentLoop:
     ) -> AgentResult:
         self.stop_reason = reason or status
         state = self.state
+        limited = status == "limit" and self.stop_reason == "tool-budget"
         return AgentResult(
             status=status,
             output=output,
@@ -224,5 +275,16 @@ class _AgentLoop:
             turns=state.turns,
             served_by=state.served_by,
             error=error,
-            tool_budget=None,
+            tool_budget=self.gate.summary(limited=limited),
         )
+
+
+def _tool_less(spec: AgentSpec, max_output_tokens: int | None) -> AgentSpec:
+    """The reserve summary turn's spec: `tool_choice="none"` and no output schema.
+
+    The tools stay defined: providers such as Anthropic refuse a history with tool calls when the
+    request defines no tools, and "none" already forbids calling them.
+    """
+    return replace(
+        spec, tool_choice="none", output=None, max_output_tokens=max_output_tokens or spec.max_output_tokens,
+    )

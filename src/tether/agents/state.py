@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
@@ -21,6 +23,22 @@ class PendingBatch(BaseModel):
     """Results already produced, by call id."""
     approved: dict[str, bool] = Field(default_factory=dict)
     """Human answers already received, by call id."""
+
+
+class ToolBudgetState(BaseModel):
+    """The tool budget's counters; riding the checkpoint is what keeps notices from re-firing."""
+
+    units_used: float = 0.0
+    grants: int = 0
+    """Extension grants in effect (each one a journaled `tool-grant` decision)."""
+    notices_fired: list[float] = Field(default_factory=list)
+    window_entered: bool = False
+    notes: list[str] = Field(default_factory=list)
+    """Grant and window announcements waiting for the batch boundary."""
+    expired: Literal["max_tool_calls", "tool_units"] | None = None
+    """Set at expiry: the loop settles `limit` (after the reserve summary turn when configured)."""
+    reserve_prompted: bool = False
+    reserve_used: bool = False
 
 
 class LoopState(BaseModel):
@@ -48,6 +66,7 @@ class LoopState(BaseModel):
     no_progress: int = 0
     last_batch_key: str | None = None
     pending: PendingBatch | None = None
+    tool_budget: ToolBudgetState = Field(default_factory=ToolBudgetState)
 
     @classmethod
     def start(cls, prompt: str) -> LoopState:

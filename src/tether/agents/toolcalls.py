@@ -1,7 +1,8 @@
-"""Running one turn's tool calls: validation, the permission chain, approvals and execution.
+"""Running one turn's tool calls: validation, the permission chain, the tool budget, approvals, execution.
 
 Calls run in order; consecutive `parallel_safe` calls run concurrently, results kept in call order.
-Every failure becomes an error tool result the model can recover from; none fails the agent.
+Every failure becomes an error tool result the model can recover from; none fails the agent. A tool
+budget expiry stops the batch: the calls not executed get typed "skipped" results.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from tether.agents.host import AgentSpec, LoopHost
 from tether.agents.state import LoopState, PendingBatch
+from tether.agents.tool_budget import ToolBudgetGate
 from tether.contracts.errors import NonSerializableValueError
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
 from tether.journal.canonical import canonical_json
@@ -24,8 +26,8 @@ _Ready = tuple[int, ToolCallPart, Tool, dict[str, Any]]
 class ToolRunner:
     """Completes `state.pending`: a resumed batch skips every call that already has a result."""
 
-    def __init__(self, spec: AgentSpec, host: LoopHost, state: LoopState) -> None:
-        self.host, self.state = host, state
+    def __init__(self, spec: AgentSpec, host: LoopHost, state: LoopState, gate: ToolBudgetGate) -> None:
+        self.host, self.state, self.gate = host, state, gate
         self.tools = {t.name: t for t in spec.tools}
         self.permissions = spec.permissions or Permissions()
 
@@ -35,14 +37,24 @@ class ToolRunner:
         assert pending is not None
         groups = self._groups(pending.calls)
         for position, group in enumerate(groups):
+            if self.gate.expired:
+                break
             executed = await self._run_group(pending, group)
-            if executed and position + 1 < len(groups):
+            if executed and position + 1 < len(groups) and not self.gate.expired:
                 # Executed effects are checkpointed before the next group: never re-run on resume.
                 await self.host.save_checkpoint(self.state)
+        if self.gate.expired:
+            for call in pending.calls:
+                if call.id not in pending.results:
+                    pending.results[call.id] = self.gate.skipped(call)
+                    self._emit_unexecuted(call, outcome="skipped", guard=self.gate.expired)
+        note = await self.gate.batch_note()
         results = tuple(pending.results[c.id] for c in pending.calls)
         self.state.messages.append(Message(role="tool", parts=results))
+        if note is not None:
+            # After the results, so it rides this batch's checkpoint and never fires again (SPEC §6).
+            self.state.messages.append(Message.text("user", note))
         self.state.pending = None
-        # tool-budget hook: notices (after the batch's results) are appended here, see SPEC §6.
 
     def _groups(self, calls: Sequence[ToolCallPart]) -> list[list[tuple[int, ToolCallPart]]]:
         """Consecutive `parallel_safe` calls share a group; every other call is a group of one."""
@@ -65,9 +77,11 @@ class ToolRunner:
         for index, call in group:
             if call.id in pending.results:
                 continue
-            prepared = await self._prepare(pending, call)
+            prepared = await self._prepare(pending, call, [r[2] for r in ready])
             if prepared is not None:
                 ready.append((index, call, *prepared))
+            elif self.gate.expired:
+                break  # the rest of the batch is not executed; calls admitted before still run
         if not ready:
             return False
         if len(ready) == 1:
@@ -81,9 +95,12 @@ class ToolRunner:
         return True
 
     async def _prepare(
-        self, pending: PendingBatch, call: ToolCallPart
+        self, pending: PendingBatch, call: ToolCallPart, in_flight: list[Tool]
     ) -> tuple[Tool, dict[str, Any]] | None:
-        """Validate, then the permission chain; a refusal records its error result (None)."""
+        """Validate, deny rules, the tool budget, then approval; a refusal records its result (None).
+
+        The budget gate precedes the approval so no human is asked about a call the budget stops.
+        """
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -99,6 +116,13 @@ class ToolRunner:
         if verdict.decision == "deny":
             self._refuse(pending, call, f"permission denied for '{tool.name}' ({verdict.reason})")
             return None
+        gate = await self.gate.admit(tool, in_flight)
+        if gate.action == "expire":
+            return None
+        if gate.action == "refuse":
+            pending.results[call.id] = _error(call, gate.message)
+            self._emit_unexecuted(call, outcome="refused", guard="finalization-window")
+            return None
         if verdict.decision == "ask":
             approved = pending.approved.get(call.id)
             if approved is None:
@@ -109,12 +133,16 @@ class ToolRunner:
             if not approved:
                 self._refuse(pending, call, f"'{tool.name}' was not approved ({verdict.reason})")
                 return None
-        # tool-budget hook: the max_tool_calls / tool_units / finalization-window gate goes here.
         return tool, args
 
     def _refuse(self, pending: PendingBatch, call: ToolCallPart, message: str) -> None:
         pending.results[call.id] = _error(call, message)
         self.host.emit("tool:end", tool=call.name, call_id=call.id, is_error=True, executed=False)
+
+    def _emit_unexecuted(self, call: ToolCallPart, *, outcome: str, guard: str) -> None:
+        self.host.emit(
+            "tool:end", tool=call.name, call_id=call.id, is_error=True, executed=False, outcome=outcome, guard=guard
+        )
 
     async def _execute(
         self,
@@ -126,7 +154,7 @@ class ToolRunner:
     ) -> ToolResultPart:
         ordinal = pending.first_ordinal + index
         self.host.emit("tool:start", tool=tool.name, call_id=call.id, ordinal=ordinal, args=args)
-        self.state.tool_calls += 1
+        self.gate.charge(tool)
         try:
             value = await self.host.execute_tool(tool, args, call_id=call.id, ordinal=ordinal)
             result = ToolResultPart(call_id=call.id, name=call.name, content=render(value))

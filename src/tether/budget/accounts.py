@@ -56,7 +56,7 @@ class Account:
         for acct in self.chain():
             acct.spent += usd
             if acct.at_ceiling():
-                acct.signal.abort(f"budget ceiling reached: {acct.name!r} spent {acct.spent:.6f} of {acct.ceiling} USD")
+                acct.signal.abort(f"ceiling reached: {acct.name!r} at {acct.spent:.6f} of {acct.ceiling}")
 
     def at_ceiling(self) -> bool:
         return self.ceiling is not None and self.spent >= self.ceiling - EPSILON

@@ -29,6 +29,8 @@ class AccountHooks:
         exposure: ExposureGate | None = None,
         strict_pricing: bool = False,
         on_debit: DebitListener | None = None,
+        tokens: Account | None = None,
+        token_hold: Hold | None = None,
     ) -> None:
         self.account = account
         self.price_of = price_of
@@ -36,7 +38,11 @@ class AccountHooks:
         self.exposure = exposure
         self.strict_pricing = strict_pricing
         self.on_debit = on_debit
-        self.signal: Signal | None = account.signal
+        self.tokens = tokens
+        self.token_hold = token_hold
+        self.signal: Signal | None = account.signal if tokens is None else Signal.any(account.signal, tokens.signal)
+        self.undrawn_tokens = 0
+        self.undrawn_usd = 0.0
         self.costs: dict[str, float] = {}
         self.unpriced: dict[str, Usage] = {}
         self.usage_by_model: dict[str, Usage] = {}
@@ -55,7 +61,19 @@ class AccountHooks:
         return total
 
     # -- layer 2 -------------------------------------------------------------------------------
+    def take_draw(self) -> tuple[int, float]:
+        """Tokens and USD drawn since the last call (one `budget_draw` per model turn)."""
+        drawn = (self.undrawn_tokens, self.undrawn_usd)
+        self.undrawn_tokens, self.undrawn_usd = 0, 0.0
+        return drawn
+
     def before_turn(self) -> None:
+        if self.tokens is not None and (self.tokens.at_ceiling() or self.tokens.signal.aborted):
+            raise BudgetExhaustedError(
+                f"tree token ceiling reached: {int(self.tokens.spent)} of {int(self.tokens.ceiling or 0)} tokens "
+                f"drawn; no further turn is admitted anywhere in the tree.",
+                tokens=self.tokens.spent, ceiling=self.tokens.ceiling,
+            )
         for acct in self.account.capped():
             if acct.at_ceiling():
                 raise BudgetExhaustedError(
@@ -67,9 +85,11 @@ class AccountHooks:
     def max_affordable_output_tokens(self, served_by: str, est_input: int) -> int | None:
         room = self.remaining_usd()
         price = self.price_of(served_by)
-        if room is None or price is None:
-            return None
-        return affordable_output_tokens(price, est_input, room)
+        by_money = None if room is None or price is None else affordable_output_tokens(price, est_input, room)
+        token_room = self.tokens.room(self.token_hold) if self.tokens is not None else None
+        by_tokens = None if token_room is None else max(0, int(token_room) - est_input)
+        bounds = [b for b in (by_money, by_tokens) if b is not None]
+        return min(bounds) if bounds else None
 
     # -- exposure ------------------------------------------------------------------------------
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:
@@ -113,6 +133,12 @@ class AccountHooks:
             nonlocal acc, paid
             acc = acc + delta
             self.usage_by_model[served_by] = self.usage_by_model.get(served_by, Usage()) + delta
+            drawn = delta.input_tokens + delta.output_tokens
+            self.undrawn_tokens += drawn
+            if self.tokens is not None and drawn:
+                self.tokens.debit(float(drawn))
+                if self.token_hold is not None:
+                    self.token_hold.consume(float(drawn))
             if price is None:
                 self.unpriced[served_by] = self.unpriced.get(served_by, Usage()) + delta
                 return
@@ -121,6 +147,7 @@ class AccountHooks:
             if not inc:
                 return
             self.costs[served_by] = self.costs.get(served_by, 0.0) + inc
+            self.undrawn_usd += inc
             self.account.debit(inc)
             for hold in (self.hold, self._in_flight):
                 if hold is not None:

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -43,10 +43,15 @@ def _run(make: Callable[[], Awaitable[T]]) -> T:
     try:
         return asyncio.run(make())  # type: ignore[arg-type]
     except TetherError as exc:
-        if State.debug:
-            raise
-        _console().print(f"[red]error[/red] ({exc.code}): {exc.message}")
-        raise typer.Exit(1) from None
+        _fail(exc)
+
+
+def _fail(exc: TetherError) -> NoReturn:
+    """One clear line and exit 1 (the traceback with --debug)."""
+    if State.debug:
+        raise exc
+    _console().print(f"[red]error[/red] ({exc.code}): {exc.message}", soft_wrap=True)
+    raise typer.Exit(1) from None
 
 
 def _load_workflow(target: str) -> Workflow:
@@ -66,38 +71,45 @@ def main_options(debug: Annotated[bool, typer.Option("--debug", help="Show trace
 
 
 @app.command()
-def demo(store: StoreOpt = None, kill_after: int = 3) -> None:
+def demo(
+    store: StoreOpt = None,
+    kill_after: int = 3,
+    live: Annotated[
+        bool, typer.Option("--live", help="Call the real provider (ANTHROPIC_API_KEY or OPENAI_API_KEY).")
+    ] = False,
+) -> None:
     """Run the bundled panel workflow, SIGKILL it mid-run, resume it, and show what replayed."""
     from tether.cli import demo as demo_mod
 
+    try:
+        _, ref = demo_mod.demo_model(live)  # a missing key or SDK fails here, before any child runs
+    except TetherError as exc:
+        _fail(exc)
     url = _store(store) if store else f"sqlite:///{os.path.abspath('.tether/demo.db')}"
     if url.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(url[len("sqlite:///") :]) or ".", exist_ok=True)
     run_id = f"demo-{os.getpid()}"
+    how = f"live, ceiling {demo_mod.LIVE_BUDGET_USD:.2f} USD" if live else "replayed from the bundled cassette"
     con = _console()
     con.print(
-        "[bold]1.[/bold] running the panel workflow (6 agents) in a child process; "
+        f"[bold]1.[/bold] running the panel workflow (6 agents on {ref}, {how}) in a child process; "
         f"it is killed after {kill_after} agents settle"
     )
     child = subprocess.run(
-        [sys.executable, "-m", "tether.cli.demo", url, run_id, str(kill_after)], capture_output=True, text=True
+        [sys.executable, "-m", "tether.cli.demo", url, run_id, str(kill_after), *(["--live"] if live else [])],
+        capture_output=True,
+        text=True,
     )
     con.print(f"   child exited with {child.returncode} (SIGKILL is -9)")
-
-    async def resume() -> Any:
-        engine = demo_mod.demo_engine(url)
-        model = engine.adapters["demo"]
-        out = await engine.resume(run_id, demo_mod.panel, {"question": "Should we move to a monorepo?"})
-        await engine.close()
-        return out, model.calls  # type: ignore[attr-defined]
-
     con.print("[bold]2.[/bold] resuming from the journal")
-    outcome, calls = _run(resume)
+    resumed = _run(lambda: demo_mod.resume_demo(url, run_id, live))
+    outcome = resumed.outcome
     con.print(
-        f"   replayed (hits): [green]{outcome.replay.hits}[/green]   ran live (misses): "
+        f"   replayed (hits): [green]{outcome.replay.hits}[/green]   ran again (misses): "
         f"[yellow]{outcome.replay.misses}[/yellow]   redispatched/reruns: {outcome.replay.reruns}"
     )
-    con.print(f"   provider calls made by the resume: {calls}")
+    source = "to the provider" if live else "all answered by the bundled cassette, zero network requests"
+    con.print(f"   model calls made by the resume: {resumed.calls} ({source}); journal hits made none")
     con.print(f"[bold]3.[/bold] outcome: {outcome.status}, value {json.dumps(outcome.value)}")
     con.print(
         f"   cost {outcome.cost.total_usd:.6f} USD over {outcome.cost.provider_calls} provider calls; run id {run_id}"
@@ -289,6 +301,9 @@ def ledger(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> No
 def main() -> None:
     app()
 
+
+# Commands in their own modules register on `app` (imported last: they import from here).
+from tether.cli import tree_command  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

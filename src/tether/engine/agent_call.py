@@ -25,6 +25,7 @@ from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
 from tether.engine.segment import AppendCancelled
+from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
 from tether.routing import ModelLike
@@ -86,6 +87,7 @@ class AgentCall:
         full: bool = False,
         role: str = "loop",
         system: str | None = None,
+        exposure_wait: bool = False,
     ) -> Any:
         seg, engine = self.seg, self.seg.engine
         frame = CURRENT_FRAME.get()
@@ -133,42 +135,81 @@ class AgentCall:
             label=label,
             agent_type=agent_type,
             permissions=engine.permissions,
+            exposure_wait=exposure_wait,
         )
+        depth = frame.depth + 1
         if found.running is None:
             check_spawn_cap(seg.next_agent_id - 1, engine.max_spawns, seg.run_id)
-        if seg.agent_slots.locked():
-            seg.events.emit("agent:queued", label=label)
-        async with seg.agent_slots:
-            reserve = self._reserve(spec, est_cost if est_cost is not None else profile.est_cost)
+            await self._contain(frame, depth, k, prompt)
+        slots = seg.tree.slots(depth)
+        if slots.locked():
+            seg.events.emit("agent:queued", label=label, depth=depth)
+        async with slots:
+            est_input, max_output = self._estimate(spec)
+            price = engine.price_of(spec.models[0].ref)
+            reserve = reserve_usd(est_cost if est_cost is not None else profile.est_cost, None, price, est_input,
+                                  max_output)
             hold = admit(frame.account, reserve, what=f"agent {label or prompt[:40]!r}", run_id=seg.run_id)
+            token_hold = seg.tree.hold(est_input + max_output)
             try:
-                started = await self._start(frame, found.running, spec, hold, k, role, spec_model.identity)
+                started = await self._start(frame, found.running, spec, (hold, token_hold), k, role,
+                                            spec_model.identity)
                 result, hooks, running = started
             finally:
                 hold.release()
+                if token_hold is not None:
+                    token_hold.release()
         terminal = await seg.append(self._terminal(frame, running, result, hooks))
         result = restore_result(running, terminal, out, live=result)
         return self._shape(frame, running, result, on_error, full)
 
-    def _reserve(self, spec: AgentSpec, est_cost: float | None) -> float:
-        """Layer 1's reserve: `est_cost` (call or profile) ?? one priced worst-case turn ?? 0.50 USD."""
+    def _estimate(self, spec: AgentSpec) -> tuple[int, int]:
+        """One worst-case turn: the first request's input estimate and the output it may ask for."""
         model = spec.models[0]
         request, _ = build_request(spec, model, [Message.text("user", spec.prompt)])
         max_output = min(spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
-        price = self.seg.engine.price_of(model.ref)
-        return reserve_usd(est_cost, None, price, estimate_input_tokens(request), max_output)
+        return estimate_input_tokens(request), max_output
+
+    async def _contain(self, frame: Frame, depth: int, k: str, goal: str) -> None:
+        """The tree's refusals: journaled with their cap label, and read back (never re-decided) on resume."""
+        seg = self.seg
+        refusal_key = content_key({"kind": "tree", "refused": k})
+        prior = seg.index.match(frame.scope, refusal_key)
+        if prior is not None and isinstance(prior.entry.value, dict):
+            label = prior.entry.value.get("detail")
+            cap: CapLabel = label if label in ("agents", "depth", "budget") else "agents"
+            raise refusal_error(Refusal(cap, f"refused earlier in this run ({cap})"))
+        try:
+            seg.tree.check(depth)
+        except Refusal as refusal:
+            await self.refused(frame, refusal_key, refusal.label, goal)
+            raise refusal_error(refusal) from None
+
+    async def refused(self, frame: Frame, key: str, label: CapLabel, goal: str) -> None:
+        """Journal a `spawn_refused` fact with its cap label (once: a resumed run reads it back)."""
+        seg = self.seg
+        parent = frame.agent_id or 0
+        if seg.index.match(frame.scope, key) is None:
+            await seg.append(seg.tree.event(
+                scope=frame.scope, key=key, agent_id=parent, step=seg.tree.turn_of.get(parent, 0),
+                kind="spawn_refused", detail=label,
+            ))
+        seg.events.emit("spawn:refused", agent_id=parent, detail=label, goal=goal[:200])
 
     async def _start(
-        self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hold: Hold, k: str, role: str, model: str
+        self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, holds: tuple[Hold, Hold | None], k: str,
+        role: str, model: str,
     ) -> tuple[AgentResult, AccountHooks, JournalEntry]:
         seg = self.seg
         hooks = AccountHooks(
-            frame.account, seg.engine.price_of, hold=hold, exposure=seg.exposure,
+            frame.account, seg.engine.price_of, hold=holds[0], exposure=seg.exposure,
             strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
+            tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=holds[1],
         )
         if running is None:
             try:
                 running = await seg.append(self._running_entry(frame, spec, k, role, model))
+                await self._spawned(frame, running, spec.prompt)
             except AppendCancelled as cancelled:  # the entry is journaled: it gets its terminal too
                 await self._journal_cancelled(frame, cancelled.stored, hooks)
                 raise
@@ -176,17 +217,31 @@ class AgentCall:
         inner = frame.enter(
             join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1
         )
-        host = EngineLoopHost(seg, self.ctx, running, inner)
+        host = EngineLoopHost(seg, self.ctx, running, inner, hooks)
         token = CURRENT_FRAME.set(inner)
+        seg.tree.started(inner.depth)
         try:
             result = await run_agent(spec, host, hooks, signal=seg.cancel)
+            await host.flush_draw(result.turns)
         except asyncio.CancelledError:
             if not seg.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
                 await self._journal_cancelled(frame, running, hooks)
             raise
         finally:
+            seg.tree.stopped(inner.depth)
             CURRENT_FRAME.reset(token)
         return result, hooks, running
+
+    async def _spawned(self, frame: Frame, running: JournalEntry, goal: str) -> None:
+        """A child started by an agent: the `spawn` fact (adopted children on resume write none)."""
+        if frame.agent_id is None:
+            return
+        seg = self.seg
+        await seg.append(seg.tree.event(
+            agent_id=frame.agent_id, step=seg.tree.turn_of.get(frame.agent_id, 0), kind="spawn",
+            child_agent_id=running.agent_id, detail=goal[:500], parent_agent_id=frame.agent_id,
+        ))
+        seg.events.emit("spawn", agent_id=frame.agent_id, child_agent_id=running.agent_id, goal=goal[:200])
 
     def _running_entry(self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str) -> JournalEntry:
         seg = self.seg
@@ -263,8 +318,15 @@ class AgentCall:
             agent_id=running.agent_id,
         )
 
-    async def orchestrate(self, goal: str, **options: Any) -> Any:
-        raise ConfigError("ctx.orchestrate arrives with agent trees (docs/agent-trees.md)")
+    async def orchestrate(
+        self, goal: str, *, tools: Sequence[Tool] = (), output: Any = None, max_spawns: int | None = None,
+        **options: Any,
+    ) -> Any:
+        """An agent with a `spawn_agent` tool; its children are agents one level deeper in the tree."""
+        from tether.engine.orchestrator import spawn_tool
+
+        spawn = spawn_tool(self, tools, max_spawns)
+        return await self.call(goal, tools=[*tools, spawn], output=output, role="orchestrate", **options)
 
 
 def restore_result(

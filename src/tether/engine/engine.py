@@ -23,9 +23,11 @@ from tether.engine.outcome import RunOutcome
 from tether.engine.runner import RunOptions, drive
 from tether.engine.segment import suspension_key
 from tether.engine.tool_runner import ToolRunner
+from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow, as_workflow
 from tether.journal.cost import CostReport, fold_cost
 from tether.journal.matching import JournalIndex
+from tether.journal.tree import TreeReport
 from tether.pricing import PriceTable
 from tether.routing import ModelLike, Router
 from tether.tools.permissions import Permissions
@@ -128,7 +130,7 @@ class Engine:
         *,
         run_id: str | None = None,
         budget_usd: float | None = None,
-        containment: Any = None,
+        containment: Containment | None = None,
         deadline_s: float | None = None,
         max_in_flight_exposure_usd: float | None = None,
         strict_pricing: bool = False,
@@ -263,6 +265,12 @@ class Engine:
         from tether.journal.tree import fold_agent_events
 
         return fold_agent_events(await self.inspect(run_id))
+
+    async def agent_tree(self, run_id: str) -> TreeReport:
+        """The agent tree (agents, parents, status, tokens, cost, refusals) rebuilt from the store."""
+        from tether.journal.tree import fold_tree
+
+        return fold_tree(await self.inspect(run_id))
 
     async def effect_ledger(self, run_id: str) -> list[ToolEffectRecord]:
         from tether.tools.ledger import records

@@ -13,6 +13,7 @@ from tether.journal.canonical import content_key, to_jsonable
 
 if TYPE_CHECKING:
     from tether.agents.state import LoopState
+    from tether.budget.hooks import AccountHooks
     from tether.engine.ctx import Ctx
     from tether.engine.segment import Segment
     from tether.tools.definition import Tool
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 class EngineLoopHost:
     """Binds one agent invocation (its `running` entry) to the journal, the blob area and events."""
 
-    def __init__(self, seg: Segment, ctx: Ctx, running: JournalEntry, frame: Frame) -> None:
+    def __init__(self, seg: Segment, ctx: Ctx, running: JournalEntry, frame: Frame, hooks: AccountHooks) -> None:
         assert running.seq is not None
         self.seg = seg
         self.ctx = ctx
@@ -31,6 +32,7 @@ class EngineLoopHost:
         self.frame = frame  # the agent's own scope (agent:<seq>)
         self.checkpoint_key = f"{seg.run_id}/checkpoints/{running.seq}"
         self.checkpoints = 0
+        self.hooks = hooks
 
     async def load_checkpoint(self) -> LoopState | None:
         from tether.agents.state import LoopState
@@ -43,9 +45,17 @@ class EngineLoopHost:
         except (ValidationError, ValueError):
             return None  # an unreadable checkpoint is never trusted: the agent starts over
 
+    async def flush_draw(self, step: int) -> None:
+        """One `budget_draw` fact per model turn, journaled at the turn boundary."""
+        if self.running.agent_id is not None:
+            self.seg.tree.turn_of[self.running.agent_id] = step
+        tokens, usd = self.hooks.take_draw()
+        await self.seg.tree.draw(self.running.agent_id, step, tokens, usd)
+
     async def save_checkpoint(self, state: LoopState) -> None:
         if self.seg.dry_run:
             return
+        await self.flush_draw(state.turns)
         await asyncio.shield(self.seg.store.put_blob(self.checkpoint_key, state.model_dump_json().encode()))
         self.checkpoints += 1
 
@@ -115,6 +125,7 @@ class EngineLoopHost:
     def emit(self, type: str, **data: Any) -> None:
         data.setdefault("agent_id", self.running.agent_id)
         data.setdefault("label", self.running.label)
+        data.setdefault("depth", self.frame.depth)
         self.seg.events.emit(type, span_id=f"agent-{self.agent_seq}", **data)
 
     async def sleep(self, seconds: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from tether.engine.events import EventStream
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import RunOutcome, error_dict
 from tether.engine.segment import Segment, suspension_key
+from tether.engine.tree import Containment, Tree
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import fold_cost, spent_under
@@ -40,12 +42,17 @@ SETTLE_KEY = content_key({"kind": "decision", "decision": "settle"})
 @dataclass(frozen=True)
 class RunOptions:
     budget_usd: float | None = None
-    containment: Any = None
+    containment: Containment | None = None
     deadline_s: float | None = None
     max_in_flight_exposure_usd: float | None = None
     strict_pricing: bool = False
     dry_run: bool = False
     invalidate: tuple[int, ...] = ()
+
+
+def _deadline(opts: RunOptions) -> float | None:
+    limits = [d for d in (opts.deadline_s, opts.containment.max_duration_s if opts.containment else None) if d]
+    return min(limits) if limits else None
 
 
 def check_compatibility(run_id: str, entries: list[JournalEntry]) -> None:
@@ -109,8 +116,15 @@ async def drive(
     index = JournalIndex.build(entries, opts.invalidate)
     genesis = next((e for e in entries if e.key == GENESIS_KEY and e.scope == ""), None)
     budget = opts.budget_usd
-    if budget is None and genesis is not None and isinstance(genesis.value, dict):
-        budget = genesis.value.get("budget_usd")
+    started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else {}
+    if budget is None:
+        budget = started.get("budget_usd")
+    c = opts.containment
+    if c is None and isinstance(started.get("containment"), dict):
+        c = Containment(**started["containment"])  # caps are fixed at the run's start, resumes keep them
+    opts = dataclasses.replace(opts, containment=c)
+    if c is not None and c.max_usd is not None:
+        budget = c.max_usd if budget is None else min(budget, c.max_usd)
     root = Account(budget, name="run")
     root.restore(spent_under(entries, None))
     async with leased(engine, run_id, opts.dry_run) as lease:
@@ -125,12 +139,13 @@ async def drive(
             dry_run=opts.dry_run,
             lease=lease,
             strict_pricing=opts.strict_pricing,
-            agent_slots=asyncio.Semaphore(engine.concurrency),
             exposure=(
                 ExposureGate(opts.max_in_flight_exposure_usd, root)
-                if opts.max_in_flight_exposure_usd is not None else None
+                if opts.max_in_flight_exposure_usd is not None
+                else None
             ),
         )
+        seg.tree = Tree(seg, opts.containment, engine.concurrency)
         agents = AgentCall(seg)
         ctx = Ctx(seg, agents)
         agents.ctx = ctx
@@ -147,6 +162,7 @@ async def drive(
                         "workflow": wf.name,
                         "args_hash": content_key(args_json),
                         "budget_usd": budget,
+                        "containment": dataclasses.asdict(c) if c is not None else None,
                     },
                 )
             )
@@ -154,8 +170,14 @@ async def drive(
         if not opts.dry_run:
             now = engine.clock()
             live_meta = RunMeta(
-                run_id=run_id, workflow=wf.name, status="running", args_hash=content_key(args_json), args=args_json,
-                budget_usd=budget, created_at=meta.created_at if meta else now, updated_at=now,
+                run_id=run_id,
+                workflow=wf.name,
+                status="running",
+                args_hash=content_key(args_json),
+                args=args_json,
+                budget_usd=budget,
+                created_at=meta.created_at if meta else now,
+                updated_at=now,
                 segments=(meta.segments + 1) if meta else 1,
             )
             await store.put_meta(live_meta)
@@ -181,7 +203,7 @@ async def _run_body(
     cancelled = asyncio.create_task(seg.cancel.wait())
     waiters: set[asyncio.Task[Any]] = {task, parked, cancelled}
     try:
-        await asyncio.wait(waiters, timeout=opts.deadline_s, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=_deadline(opts), return_when=asyncio.FIRST_COMPLETED)
     finally:
         parked.cancel()
         cancelled.cancel()
@@ -223,12 +245,22 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
     last_status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
     if not seg.dry_run:
         if seg.appended or seg.deferred or last_status != status:
-            await seg.append(JournalEntry(
-                kind="decision", key=SETTLE_KEY, ordinal=seg.index.next_ordinal("", SETTLE_KEY), label="settle",
-                started_at=seg.engine.clock(),
-                value={"decision": "settle", "status": status, "value": stored_value, "error": error_dict(error),
-                       "pending": pending},
-            ))
+            await seg.append(
+                JournalEntry(
+                    kind="decision",
+                    key=SETTLE_KEY,
+                    ordinal=seg.index.next_ordinal("", SETTLE_KEY),
+                    label="settle",
+                    started_at=seg.engine.clock(),
+                    value={
+                        "decision": "settle",
+                        "status": status,
+                        "value": stored_value,
+                        "error": error_dict(error),
+                        "pending": pending,
+                    },
+                )
+            )
         if meta is not None:
             await seg.store.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
     cost = fold_cost(seg.index.entries)

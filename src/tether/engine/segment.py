@@ -20,6 +20,7 @@ from tether.journal.matching import JournalIndex, Match
 
 if TYPE_CHECKING:
     from tether.engine.engine import Engine
+    from tether.engine.tree import Tree
 
 
 class Abandoned(Exception):
@@ -74,7 +75,7 @@ class Segment:
     parked: dict[str, tuple[int, asyncio.Future[Any]]] = field(default_factory=dict)
     all_parked: asyncio.Event = field(default_factory=asyncio.Event)
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
-    agent_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(12))
+    tree: Tree = field(init=False)
     next_agent_id: int = 1
     deferred: list[JournalEntry] = field(default_factory=list)
     pending_writes: list[asyncio.Future[Any]] = field(default_factory=list)

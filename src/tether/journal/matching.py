@@ -64,7 +64,7 @@ class JournalIndex:
             if e.ref not in self.terminal_of and e.ref not in self.invalidated:
                 self.terminal_of[e.ref] = e
             return
-        if e.kind == "tree" or e.seq in self.invalidated:
+        if not e.key or e.seq in self.invalidated:  # unkeyed facts (budget draws) are never matched
             return
         self._candidates.setdefault(k, []).append(e)
 

@@ -16,26 +16,16 @@ from tether.contracts.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from tether.contracts.signal import Signal
 from tether.contracts.stream import (
     ChatEvent,
     Finish,
     FinishReason,
-    ModelCaps,
     RawPartEvent,
     StreamError,
     TextDelta,
 )
-from tether.models._sdk import (
-    CapsOverride,
-    ToolCallBuffer,
-    Traits,
-    UsageMeter,
-    build_caps,
-    drive,
-    error_from_exception,
-    wire_tool_id,
-)
+from tether.models._sdk import SdkAdapter, Traits, closed_schema, wire_tool_id
+from tether.models._sdk_stream import ToolCallBuffer, UsageMeter
 
 _STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -132,38 +122,17 @@ def tool_choice(choice: str) -> dict[str, Any]:
     return {"type": "tool", "name": choice}
 
 
-class AnthropicModel:
+class AnthropicModel(SdkAdapter[anthropic.AsyncAnthropic]):
     """`tether.models.anthropic()`: Claude over the Messages API."""
 
     id = "anthropic"
     family = "anthropic"
+    prices_provider = "anthropic"
+    key_env = "ANTHROPIC_API_KEY"
+    connection_errors = (anthropic.APIConnectionError,)
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: anthropic.AsyncAnthropic | None = None,
-        model_caps: CapsOverride = None,
-    ) -> None:
-        self._api_key = api_key
-        self._base_url = base_url
-        self._client = client
-        self._overrides = model_caps
-        self._caps: dict[str, ModelCaps] = {}
-
-    def caps(self, model: str) -> ModelCaps:
-        if model not in self._caps:
-            traits = anthropic_traits(model)
-            self._caps[model] = build_caps(self.id, "anthropic", model, traits, self._overrides)
-        return self._caps[model]
-
-    def client(self) -> anthropic.AsyncAnthropic:
-        """The SDK client (built on first use so a missing key fails the call, not the import)."""
-        if self._client is None:
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key, base_url=self._base_url, max_retries=0
-            )
-        return self._client
+    client_class = anthropic.AsyncAnthropic
+    traits = staticmethod(anthropic_traits)
 
     def build_request(self, request: ChatRequest) -> dict[str, Any]:
         """The Messages API body for `request` (without `stream`)."""
@@ -187,35 +156,18 @@ class AnthropicModel:
             body["tool_choice"] = tool_choice(request.tool_choice)
         output: dict[str, Any] = {}
         if request.output_format is not None:
-            output["format"] = {"type": "json_schema", "schema": request.output_format.schema_}
+            output["format"] = {"type": "json_schema", "schema": closed_schema(request.output_format.schema_)}
         if request.effort and request.effort in caps.efforts:
             output["effort"] = request.effort
         if output:
             body["output_config"] = output
         return body
 
-    async def stream(
-        self, request: ChatRequest, signal: Signal | None = None
-    ) -> AsyncIterator[ChatEvent]:
-        async def open_stream() -> AsyncIterator[Any]:
-            body = self.build_request(request)
-            return await self.client().messages.create(stream=True, **body)  # type: ignore[no-any-return]
+    async def open_stream(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        return await self.client().messages.create(stream=True, **body)  # type: ignore[no-any-return]
 
-        def on_error(exc: BaseException) -> StreamError:
-            return error_from_exception(
-                exc,
-                "anthropic",
-                connection_errors=(anthropic.APIConnectionError,),
-                key_env="ANTHROPIC_API_KEY",
-            )
-
-        async for event in drive(open_stream, _Translator(self.family), signal, on_error):
-            yield event
-
-    async def aclose(self) -> None:
-        """Close the SDK client this adapter built (a client passed in stays the caller's)."""
-        if self._client is not None:
-            await self._client.close()
+    def translator(self) -> _Translator:
+        return _Translator(self.family)
 
 
 class _Translator:

@@ -9,26 +9,15 @@ from typing import Any
 import openai
 
 from tether.contracts.messages import ChatRequest, Message, ToolCallPart, ToolResultPart
-from tether.contracts.signal import Signal
 from tether.contracts.stream import (
     ChatEvent,
     Finish,
     FinishReason,
-    ModelCaps,
     StreamError,
     TextDelta,
 )
-from tether.models._sdk import (
-    CapsOverride,
-    ToolCallBuffer,
-    Traits,
-    UsageMeter,
-    build_caps,
-    drive,
-    error_from_exception,
-    tool_result_text,
-    wire_tool_id,
-)
+from tether.models._sdk import CapsOverride, SdkAdapter, Traits, strict_output, tool_result_text, wire_tool_id
+from tether.models._sdk_stream import ToolCallBuffer, UsageMeter
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -90,10 +79,12 @@ def tool_choice(choice: str) -> Any:
     return {"type": "function", "function": {"name": choice}}
 
 
-class OpenAICompatibleModel:
+class OpenAICompatibleModel(SdkAdapter[openai.AsyncOpenAI]):
     """`tether.models.openai_compatible(id, base_url)`: any Chat Completions server."""
 
     family = "openai-compatible"
+    connection_errors = (openai.APIConnectionError,)
+    client_class = openai.AsyncOpenAI
 
     def __init__(
         self,
@@ -103,25 +94,12 @@ class OpenAICompatibleModel:
         client: openai.AsyncOpenAI | None = None,
         model_caps: CapsOverride = None,
     ) -> None:
+        # Without `api_key` a placeholder is sent: the SDK would otherwise forward OPENAI_API_KEY.
+        super().__init__(api_key=api_key or "unused", base_url=base_url, client=client, model_caps=model_caps)
         self.id = id
-        self._base_url = base_url
-        self._api_key = api_key
-        self._client = client
-        self._overrides = model_caps
-        self._caps: dict[str, ModelCaps] = {}
 
-    def caps(self, model: str) -> ModelCaps:
-        if model not in self._caps:
-            self._caps[model] = build_caps(self.id, None, model, DEFAULT_TRAITS, self._overrides)
-        return self._caps[model]
-
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client; without `api_key` a placeholder is sent, never `OPENAI_API_KEY`."""
-        if self._client is None:
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key or "unused", base_url=self._base_url, max_retries=0
-            )
-        return self._client
+    def traits(self, model: str) -> Traits:
+        return DEFAULT_TRAITS
 
     def build_request(self, request: ChatRequest) -> dict[str, Any]:
         """The Chat Completions body for `request` (without `stream`)."""
@@ -146,34 +124,21 @@ class OpenAICompatibleModel:
             ]
             body["tool_choice"] = tool_choice(request.tool_choice)
         if request.output_format is not None:
-            fmt = request.output_format
+            schema, strict = strict_output(request.output_format)
+            name = request.output_format.name
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": fmt.name, "schema": fmt.schema_, "strict": fmt.strict},
+                "json_schema": {"name": name, "schema": schema, "strict": strict},
             }
         if request.effort and request.effort in caps.efforts:
             body["reasoning_effort"] = request.effort
         return body
 
-    async def stream(
-        self, request: ChatRequest, signal: Signal | None = None
-    ) -> AsyncIterator[ChatEvent]:
-        async def open_stream() -> AsyncIterator[Any]:
-            body = self.build_request(request)
-            return await self.client().chat.completions.create(stream=True, **body)  # type: ignore[no-any-return]
+    async def open_stream(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        return await self.client().chat.completions.create(stream=True, **body)  # type: ignore[no-any-return]
 
-        def on_error(exc: BaseException) -> StreamError:
-            return error_from_exception(
-                exc, self.id, connection_errors=(openai.APIConnectionError,)
-            )
-
-        async for event in drive(open_stream, _Translator(self.id), signal, on_error):
-            yield event
-
-    async def aclose(self) -> None:
-        """Close the SDK client this adapter built (a client passed in stays the caller's)."""
-        if self._client is not None:
-            await self._client.close()
+    def translator(self) -> _Translator:
+        return _Translator(self.id)
 
 
 class _Translator:

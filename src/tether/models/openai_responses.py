@@ -16,28 +16,17 @@ from tether.contracts.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from tether.contracts.signal import Signal
 from tether.contracts.stream import (
     ChatEvent,
     Finish,
     FinishReason,
-    ModelCaps,
     RawPartEvent,
     StreamError,
     TextDelta,
 )
-from tether.models._sdk import (
-    CapsOverride,
-    ToolCallBuffer,
-    Traits,
-    UsageMeter,
-    build_caps,
-    classify_error,
-    drive,
-    error_from_exception,
-    tool_result_text,
-    wire_tool_id,
-)
+from tether.models._sdk import SdkAdapter, Traits, strict_output, tool_result_text, wire_tool_id
+from tether.models._sdk_errors import classify_error
+from tether.models._sdk_stream import ToolCallBuffer, UsageMeter
 
 # (model prefix, traits); the first match wins, so longer prefixes come first.
 _TRAITS = (
@@ -102,38 +91,17 @@ def tool_choice(choice: str) -> Any:
     return {"type": "function", "name": choice}
 
 
-class OpenAIModel:
+class OpenAIModel(SdkAdapter[openai.AsyncOpenAI]):
     """`tether.models.openai()`: OpenAI models over the Responses API."""
 
     id = "openai"
     family = "openai"
+    prices_provider = "openai"
+    key_env = "OPENAI_API_KEY"
+    connection_errors = (openai.APIConnectionError,)
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: openai.AsyncOpenAI | None = None,
-        model_caps: CapsOverride = None,
-    ) -> None:
-        self._api_key = api_key
-        self._base_url = base_url
-        self._client = client
-        self._overrides = model_caps
-        self._caps: dict[str, ModelCaps] = {}
-
-    def caps(self, model: str) -> ModelCaps:
-        if model not in self._caps:
-            traits = openai_traits(model)
-            self._caps[model] = build_caps(self.id, "openai", model, traits, self._overrides)
-        return self._caps[model]
-
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client (built on first use so a missing key fails the call, not the import)."""
-        if self._client is None:
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self._base_url, max_retries=0
-            )
-        return self._client
+    client_class = openai.AsyncOpenAI
+    traits = staticmethod(openai_traits)
 
     def build_request(self, request: ChatRequest) -> dict[str, Any]:
         """The Responses API body for `request` (without `stream`)."""
@@ -159,43 +127,20 @@ class OpenAIModel:
             ]
             body["tool_choice"] = tool_choice(request.tool_choice)
         if request.output_format is not None:
-            fmt = request.output_format
-            body["text"] = {
-                "format": {
-                    "type": "json_schema",
-                    "name": fmt.name,
-                    "schema": fmt.schema_,
-                    "strict": fmt.strict,
-                }
-            }
+            schema, strict = strict_output(request.output_format)
+            name = request.output_format.name
+            body["text"] = {"format": {"type": "json_schema", "name": name, "schema": schema, "strict": strict}}
         if caps.efforts:  # a reasoning model: keep its reasoning across stateless turns
             body["include"] = ["reasoning.encrypted_content"]
             if request.effort in caps.efforts:
                 body["reasoning"] = {"effort": request.effort}
         return body
 
-    async def stream(
-        self, request: ChatRequest, signal: Signal | None = None
-    ) -> AsyncIterator[ChatEvent]:
-        async def open_stream() -> AsyncIterator[Any]:
-            body = self.build_request(request)
-            return await self.client().responses.create(stream=True, **body)  # type: ignore[no-any-return]
+    async def open_stream(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        return await self.client().responses.create(stream=True, **body)  # type: ignore[no-any-return]
 
-        def on_error(exc: BaseException) -> StreamError:
-            return error_from_exception(
-                exc,
-                "openai",
-                connection_errors=(openai.APIConnectionError,),
-                key_env="OPENAI_API_KEY",
-            )
-
-        async for event in drive(open_stream, _Translator(self.family), signal, on_error):
-            yield event
-
-    async def aclose(self) -> None:
-        """Close the SDK client this adapter built (a client passed in stays the caller's)."""
-        if self._client is not None:
-            await self._client.close()
+    def translator(self) -> _Translator:
+        return _Translator(self.family)
 
 
 class _Translator:

@@ -19,7 +19,7 @@ from tether.contracts.signal import Signal
 from tether.contracts.stream import TERMINAL_EVENT_TYPES, ChatEvent, Finish, ModelCaps
 from tether.contracts.usage import Usage
 from tether.journal.canonical import content_key, to_jsonable
-from tether.models._sdk import redact_secrets
+from tether.models._sdk_errors import redact_secrets
 
 Mode = Literal["replay", "record", "auto"]
 FORMAT_VERSION = 1
@@ -172,11 +172,15 @@ class CassetteModel:
         events: list[dict[str, Any]] = []
         async for event in self.inner.stream(request, signal):
             events.append(event.model_dump(mode="json"))
-            yield event
             if event.type in TERMINAL_EVENT_TYPES:
-                break
-        else:
-            return  # the model broke protocol (no terminal); keep nothing half-recorded
+                # Saved before the terminal is yielded: a consumer stops (and closes us) right there.
+                self._keep(key, request, events)
+                yield event
+                return
+            yield event
+        # No terminal: the model broke protocol; keep nothing half-recorded.
+
+    def _keep(self, key: str, request: ChatRequest, events: list[dict[str, Any]]) -> None:
         if events[-1].get("reason") == "cancelled":
             return  # a cut stream is not what the provider would answer next time
         exchange = Exchange(key=key, request=redact(request_form(request)), events=redact(events))

@@ -1,0 +1,133 @@
+"""The agent tree of a run: containment caps, per-depth queues, the shared token ceiling, the audit."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from tether.budget.accounts import Account, Hold
+from tether.contracts.entries import JournalEntry
+from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
+from tether.contracts.events import AgentEvent
+
+if TYPE_CHECKING:
+    from tether.engine.segment import Segment
+
+CapLabel = Literal["agents", "depth", "budget"]
+
+
+@dataclass(frozen=True)
+class Containment:
+    """Caps on a run's whole agent tree, fixed at start; nothing a model writes can raise them.
+
+    `max_agents` counts agents ever created (the workflow is not one); agents the workflow starts are
+    at depth 1. `max_concurrent` queues (FIFO, per depth level); the other caps refuse.
+    """
+
+    max_agents: int
+    max_concurrent: int
+    max_depth: int
+    max_tokens: int | None = None
+    max_usd: float | None = None
+    max_duration_s: float | None = None
+
+    def __post_init__(self) -> None:
+        from tether.contracts.errors import ConfigError
+
+        for name in ("max_agents", "max_concurrent", "max_depth"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"Containment.{name} must be at least 1, got {getattr(self, name)}")
+
+
+class Refusal(Exception):
+    """A spawn the containment boundary refused, with its cap label."""
+
+    def __init__(self, label: CapLabel, reason: str) -> None:
+        super().__init__(reason)
+        self.label = label
+        self.reason = reason
+
+
+def refusal_error(refusal: Refusal) -> TetherError:
+    """A refusal as the typed error `ctx.agent` raises: money-like caps exhaust, the others reject."""
+    message = f"spawn refused ({refusal.label}): {refusal.reason}"
+    if refusal.label == "budget":
+        return BudgetExhaustedError(message, label=refusal.label, reason=refusal.reason)
+    return AdmissionRejectedError(message, label=refusal.label, reason=refusal.reason)
+
+
+class Tree:
+    """Live tree state of one segment, restored from the journal (agents, tokens) at its start."""
+
+    def __init__(self, seg: Segment, containment: Containment | None, concurrency: int) -> None:
+        self.seg = seg
+        self.containment = containment
+        per_level = concurrency if containment is None else min(concurrency, containment.max_concurrent)
+        self.per_level = per_level
+        self._slots: dict[int, asyncio.Semaphore] = {}
+        self.agents = sum(1 for e in seg.index.entries if e.kind == "agent" and e.status == "running")
+        ceiling = None if containment is None else containment.max_tokens
+        self.tokens = Account(None if ceiling is None else float(ceiling), name="tree tokens")
+        self.tokens.restore(float(tokens_from_terminals(seg.index.entries)))
+        self.turn_of: dict[int, int] = {}
+        self.working: dict[int, int] = {}
+        self.peak: dict[int, int] = {}
+
+    def slots(self, depth: int) -> asyncio.Semaphore:
+        """The FIFO queue of one depth level: waits only run downward, so parents never deadlock."""
+        if depth not in self._slots:
+            self._slots[depth] = asyncio.Semaphore(self.per_level)
+        return self._slots[depth]
+
+    def check(self, depth: int) -> None:
+        """Refuse past the agent or depth cap or with no tokens left; an admitted agent is counted."""
+        c = self.containment
+        if c is not None:
+            if self.agents >= c.max_agents:
+                raise Refusal("agents", f"agent cap reached ({c.max_agents} agents)")
+            if depth > c.max_depth:
+                raise Refusal("depth", f"depth cap reached (max depth {c.max_depth})")
+            if self.tokens.at_ceiling() or self.tokens.signal.aborted:
+                raise Refusal("budget", f"tree token ceiling reached ({c.max_tokens} tokens)")
+        self.agents += 1
+
+    def hold(self, est_tokens: int) -> Hold | None:
+        """Hold min(the invocation's token estimate, what the tree has left) until it settles."""
+        room = self.tokens.room()
+        if room is None:
+            return None
+        return self.tokens.hold(min(float(est_tokens), room))
+
+    def started(self, depth: int) -> None:
+        self.working[depth] = self.working.get(depth, 0) + 1
+        self.peak[depth] = max(self.peak.get(depth, 0), self.working[depth])
+
+    def stopped(self, depth: int) -> None:
+        self.working[depth] -= 1
+
+    def remaining_tokens(self) -> int | None:
+        if self.tokens.ceiling is None:
+            return None
+        return max(0, int(self.tokens.ceiling - self.tokens.spent))
+
+    def event(self, scope: str = "", key: str = "", **fields: object) -> JournalEntry:
+        """A `tree` fact for the audit (journaled, folded by `engine.agent_events`)."""
+        ev = AgentEvent.model_validate(fields)
+        return JournalEntry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
+                            started_at=self.seg.engine.clock())
+
+    async def draw(self, agent_id: int | None, step: int, tokens: int, usd: float) -> None:
+        """Journal one `budget_draw`: what a model turn drew and what the tree has left after it."""
+        if agent_id is None or (not tokens and not usd):
+            return
+        await self.seg.append(self.event(
+            agent_id=agent_id, step=step, kind="budget_draw", tokens=tokens, remaining=self.remaining_tokens(),
+            usd=round(usd, 10), remaining_usd=self.seg.root.remaining(),
+        ))
+
+
+def tokens_from_terminals(entries: list[JournalEntry]) -> int:
+    """Tree tokens drawn so far, folded from terminal entries only (like USD spend)."""
+    return sum(e.usage.input_tokens + e.usage.output_tokens for e in entries
+               if e.kind == "agent" and e.ref is not None and e.usage is not None)

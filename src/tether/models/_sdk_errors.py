@@ -1,0 +1,172 @@
+"""How the SDK adapters report failure: provider errors as typed stream errors, secrets masked."""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tether.contracts.stream import StreamError
+
+_SECRET = re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9][A-Za-z0-9_\-*]{5,}")
+_CONTEXT_HINTS = (
+    *("context window", "context length", "context_length_exceeded", "maximum context"),
+    *("prompt is too long", "too many tokens", "input is too long"),
+)
+_BILLING_HINTS = (
+    *("insufficient_quota", "exceeded your current quota", "credit balance", "billing"),
+    *("payment required", "out of credits"),
+)
+# Error `type`/`code` values of bodies and mid-stream error events -> the HTTP status they mean.
+_STATUS_OF_TYPE = (
+    (("overloaded_error",), 529),
+    (("api_error", "server_error", "internal_error"), 500),
+    (("timeout_error",), 504),
+    (("rate_limit_error", "rate_limit_exceeded", "requests", "tokens"), 429),
+    (("billing_error", "insufficient_quota"), 402),
+    (("authentication_error", "invalid_api_key"), 401),
+    (("permission_error",), 403),
+    (("not_found_error", "model_not_found"), 404),
+    (("request_too_large",), 413),
+    (("invalid_request_error", "invalid_prompt", "context_length_exceeded"), 400),
+)
+
+
+def redact_secrets(text: str) -> str:
+    """Replace anything that looks like an API key (`sk-…`, `sk-ant-…`) with `[redacted]`."""
+    return _SECRET.sub("[redacted]", text)
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> int | None:
+    """Milliseconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
+    headers = headers or {}
+    for name, scale in (("retry-after-ms", 1.0), ("retry-after", 1000.0)):
+        with contextlib.suppress(ValueError, TypeError):
+            return max(0, round(float(headers.get(name) or "") * scale))
+    with contextlib.suppress(ValueError, TypeError):
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+        return max(0, round((when.timestamp() - time.time()) * 1000))
+    return None
+
+
+def error_fields(body: object) -> tuple[str | None, str]:
+    """(error type or code, message) from any provider error body shape."""
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        if isinstance(inner, Mapping):
+            return error_fields(inner)
+        kind = body.get("code") or body.get("type")
+        if kind == "error":
+            kind = None
+        message = body.get("message")
+        return (str(kind) if kind else None), (str(message) if message else "")
+    if isinstance(body, str):
+        return None, body
+    return None, ""
+
+
+def _status_of_type(kind: str | None) -> int | None:
+    for names, status in _STATUS_OF_TYPE:
+        if kind in names:
+            return status
+    return None
+
+
+def classify_error(
+    provider: str,
+    status: int | None,
+    *,
+    kind: str | None = None,
+    message: str = "",
+    headers: Mapping[str, str] | None = None,
+    key_env: str | None = None,
+) -> StreamError:
+    """Map an HTTP status / provider error type to the `AgentError` kind and retry class."""
+    text = redact_secrets(message.strip()) or "no message"
+    hay = f"{kind or ''} {text}".lower()
+    if status is None or status < 400:  # a mid-stream error event: its type says what it means
+        status = _status_of_type(kind)
+    shown = f" ({status})" if status else ""
+
+    def err(k: Any, msg: str, retryable: bool = False, after: int | None = None) -> StreamError:
+        return StreamError(
+            kind=k, message=msg, retryable=retryable, retry_after_ms=after, status=status
+        )
+
+    if any(h in hay for h in _BILLING_HINTS) or status == 402:
+        return err(
+            "terminal",
+            f"{provider} quota or credit exhausted{shown}: {text}. Retrying will not help; "
+            f"add credit or raise the quota, or route to another model.",
+        )
+    if (status in (400, 413, None)) and any(h in hay for h in _CONTEXT_HINTS):
+        return err(
+            "terminal",
+            f"{provider} context window exceeded{shown}: {text}. Shorten the history or the "
+            f"tool results, or route to a model with a larger context window.",
+        )
+    if status in (401, 403):
+        hint = f"set {key_env} or pass api_key=" if key_env else "pass a valid api_key="
+        return err(
+            "terminal",
+            f"{provider} rejected the credentials{shown}: {text}. Check the key ({hint}).",
+        )
+    if status == 429:
+        after = parse_retry_after(headers)
+        wait = f"; retry after {after} ms" if after is not None else ""
+        return err("rate-limit", f"{provider} rate limited{shown}: {text}{wait}", True, after)
+    if status is None or status in (408, 409) or status >= 500:
+        what = "overloaded" if status == 529 else "transport error"
+        return err(
+            "transport", f"{provider} {what}{shown}: {text}", True, parse_retry_after(headers)
+        )
+    return err("terminal", f"{provider} rejected the request{shown}: {text}")
+
+
+def error_from_exception(
+    exc: BaseException,
+    provider: str,
+    *,
+    connection_errors: tuple[type[BaseException], ...] = (),
+    key_env: str | None = None,
+) -> StreamError:
+    """Any exception an SDK (or its HTTP client) raised, as the stream's typed error event."""
+    if isinstance(exc, connection_errors) or _is_network_error(exc):
+        detail = redact_secrets(str(exc) or type(exc).__name__)
+        return StreamError(
+            kind="transport",
+            message=f"{provider} connection failed: {detail}",
+            retryable=True,
+        )
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    if hasattr(exc, "body") or isinstance(status, int):
+        kind, message = error_fields(body)
+        kind = kind or getattr(exc, "code", None) or getattr(exc, "type", None)
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None) if response is not None else None
+        return classify_error(
+            provider,
+            status if isinstance(status, int) else None,
+            kind=kind if isinstance(kind, str) else None,
+            message=message or str(getattr(exc, "message", "") or exc),
+            headers=headers,
+            key_env=key_env,
+        )
+    return StreamError(
+        kind="terminal",
+        message=f"{provider} adapter failed: {type(exc).__name__}: {redact_secrets(str(exc))}",
+    )
+
+
+def _is_network_error(exc: BaseException) -> bool:
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return True
+    try:
+        import httpx2
+    except ImportError:  # pragma: no cover - every SDK we wrap ships it
+        return False
+    return isinstance(exc, httpx2.TransportError | httpx2.StreamError)
