@@ -16,3 +16,9 @@ def effect(path: str, idempotency_key: str = "") -> str:
         marker.write_text("x")
         os.kill(os.getppid(), signal.SIGKILL)
     return "effect done"
+
+
+def write_note(name: str, text: str, cwd: str = ".") -> str:
+    """Write a file in the tool's working directory (the agent's worktree under isolation)."""
+    (Path(cwd) / name).write_text(text)
+    return f"wrote {name}"

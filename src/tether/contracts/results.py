@@ -63,6 +63,8 @@ class AgentResult(BaseModel):
     error: AgentError | None = None
     tool_budget: ToolBudgetSummary | None = None
     transcript_ref: str | None = None
+    artifacts: dict[str, str] = {}
+    """Files an invocation produced, e.g. the `patch` of an `isolation="worktree"` agent."""
     agent_id: int | None = None
     parent_agent_id: int | None = None
     replayed: bool = False

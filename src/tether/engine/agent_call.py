@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +31,7 @@ from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
 from tether.routing import ModelLike
 from tether.tools.definition import Tool, toolset_hash
+from tether.tools.executors.worktree import Worktree
 
 if TYPE_CHECKING:
     from tether.engine.ctx import Ctx
@@ -88,6 +90,8 @@ class AgentCall:
         role: str = "loop",
         system: str | None = None,
         exposure_wait: bool = False,
+        isolation: Literal["worktree"] | None = None,
+        repo: str | None = None,
     ) -> Any:
         seg, engine = self.seg, self.seg.engine
         frame = CURRENT_FRAME.get()
@@ -103,7 +107,7 @@ class AgentCall:
             "prompt": key if key is not None else prompt,
             "schema_hash": schema_hash(out.schema if out else None),
             "toolset_hash": toolset_hash(all_tools),
-            "isolation": None,
+            "isolation": isolation,
         }
         k = content_key(ident)
         found = seg.lookup(frame.scope, k)
@@ -152,8 +156,9 @@ class AgentCall:
             hold = admit(frame.account, reserve, what=f"agent {label or prompt[:40]!r}", run_id=seg.run_id)
             token_hold = seg.tree.hold(est_input + max_output)
             try:
+                worktree = (repo or os.getcwd()) if isolation == "worktree" else None
                 started = await self._start(frame, found.running, spec, (hold, token_hold), k, role,
-                                            spec_model.identity)
+                                            spec_model.identity, worktree)
                 result, hooks, running = started
             finally:
                 hold.release()
@@ -198,7 +203,7 @@ class AgentCall:
 
     async def _start(
         self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, holds: tuple[Hold, Hold | None], k: str,
-        role: str, model: str,
+        role: str, model: str, worktree: str | None = None,
     ) -> tuple[AgentResult, AccountHooks, JournalEntry]:
         seg = self.seg
         hooks = AccountHooks(
@@ -221,7 +226,7 @@ class AgentCall:
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
-            result = await run_agent(spec, host, hooks, signal=seg.cancel)
+            result = await self._run_isolated(spec, host, hooks, worktree)
             await host.flush_draw(result.turns)
         except asyncio.CancelledError:
             if not seg.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
@@ -231,6 +236,17 @@ class AgentCall:
             seg.tree.stopped(inner.depth)
             CURRENT_FRAME.reset(token)
         return result, hooks, running
+
+    async def _run_isolated(
+        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str | None
+    ) -> AgentResult:
+        """The loop, inside a disposable git worktree when asked: its patch comes back as an artifact."""
+        if repo is None:
+            return await run_agent(spec, host, hooks, signal=self.seg.cancel)
+        async with Worktree(repo) as tree:
+            host.cwd = tree.path
+            result = await run_agent(spec, host, hooks, signal=self.seg.cancel)
+        return result.model_copy(update={"artifacts": {"patch": tree.patch or ""}})
 
     async def _spawned(self, frame: Frame, running: JournalEntry, goal: str) -> None:
         """A child started by an agent: the `spawn` fact (adopted children on resume write none)."""
@@ -277,7 +293,8 @@ class AgentCall:
             parent_agent_id=running.parent_agent_id,
             agent_type=running.agent_type,
             role=running.role,
-            value={"output": to_jsonable(result.output, what="the agent's output"), "turns": result.turns},
+            value={"output": to_jsonable(result.output, what="the agent's output"), "turns": result.turns,
+                   "artifacts": result.artifacts or None},
             error=error,
             usage=result.usage,
             usage_by_model=result.usage_by_model or None,
@@ -351,6 +368,7 @@ def restore_result(
         error=AgentError.model_validate(terminal.error) if terminal.error else None,
         tool_budget=(live.tool_budget if live else _durable_tool_budget(tb)),
         transcript_ref=terminal.checkpoint_ref,
+        artifacts=dict(value.get("artifacts") or {}),
         agent_id=running.agent_id,
         parent_agent_id=running.parent_agent_id,
         replayed=live is None,

@@ -33,6 +33,7 @@ class EngineLoopHost:
         self.checkpoint_key = f"{seg.run_id}/checkpoints/{running.seq}"
         self.checkpoints = 0
         self.hooks = hooks
+        self.cwd: str | None = None  # the agent's worktree, under isolation="worktree"
 
     async def load_checkpoint(self) -> LoopState | None:
         from tether.agents.state import LoopState
@@ -118,6 +119,7 @@ class EngineLoopHost:
                 agent_seq=self.agent_seq,
                 ordinal=ordinal,
                 call_id=call_id,
+                cwd=self.cwd,
             )
         finally:
             CURRENT_FRAME.reset(token)

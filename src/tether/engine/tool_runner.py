@@ -30,9 +30,10 @@ class ToolRunner:
     """
 
     async def run(
-        self, seg: Segment, tool: Tool, args: dict[str, Any], *, agent_seq: int, ordinal: int, call_id: str
+        self, seg: Segment, tool: Tool, args: dict[str, Any], *, agent_seq: int, ordinal: int, call_id: str,
+        cwd: str | None = None,
     ) -> Any:
-        if tool.executor in (None, "inprocess"):
+        if tool.executor in (None, "inprocess") and cwd is None:
             call = tool.call(args)
             return await (asyncio.wait_for(call, tool.timeout_s) if tool.timeout_s else call)
         key = idempotency_key(seg.run_id, agent_seq, ordinal, tool.name, args)
@@ -43,9 +44,9 @@ class ToolRunner:
                 "interrupted before it reported; it was not run again because the tool is not idempotent. "
                 "Check its effect before retrying."
             )
-        executor = get_executor(tool.executor)
+        executor = get_executor(tool.executor or "inprocess")
         request = ExecRequest(
-            tool=tool.name, target=tool.target, args=args, timeout_s=tool.timeout_s, idempotency_key=key
+            tool=tool.name, target=tool.target, args=args, timeout_s=tool.timeout_s, idempotency_key=key, cwd=cwd
         )
         ledger = EffectLedger(seg.store, seg.run_id, clock=seg.engine.clock)
         result = await ledger.dispatch(executor, request, tool, span_id=f"agent-{agent_seq}:{call_id}")

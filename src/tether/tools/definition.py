@@ -19,7 +19,7 @@ from tether.contracts.messages import ToolSpec
 from tether.contracts.protocols import Executor
 from tether.journal.canonical import content_key
 
-INJECTED_PARAMS = frozenset({"idempotency_key", "workdir"})
+INJECTED_PARAMS = frozenset({"idempotency_key", "workdir", "cwd"})
 """Parameters an executor supplies when the function declares them; hidden from the model."""
 
 Issue = dict[str, Any]

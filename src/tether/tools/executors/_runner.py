@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-INJECTABLE = ("idempotency_key", "workdir")
+INJECTABLE = ("idempotency_key", "workdir", "cwd")
 """Keywords the executor passes to a tool only when its signature declares them by name."""
 
 
@@ -65,6 +65,7 @@ def _call(request: Mapping[str, Any]) -> Any:
     extras = {
         "idempotency_key": request.get("idempotency_key", ""),
         "workdir": request.get("workdir"),
+        "cwd": os.getcwd(),
     }
     value = fn(**tool_kwargs(fn, request.get("args") or {}, extras))
     if inspect.isawaitable(value):

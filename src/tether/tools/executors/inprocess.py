@@ -43,7 +43,7 @@ class InProcessExecutor:
             fn = resolve_target(request.target)
         request = self.prepare(request)
         workdir = request.workdir or make_workdir(self.name)
-        extras = {"idempotency_key": request.idempotency_key, "workdir": workdir}
+        extras = {"idempotency_key": request.idempotency_key, "workdir": workdir, "cwd": request.cwd}
         placement: dict[str, Any] = {"workdir": workdir, "cwd": request.cwd}
         started = time.perf_counter()
         try:
