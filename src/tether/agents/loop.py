@@ -99,14 +99,9 @@ class _AgentLoop:
             if state.tool_budget.expired is not None:
                 return await self._on_expiry()
             stage: Stage = "extract" if state.reprompting else "loop"
-            try:
-                self.hooks.before_turn()
-            except BudgetExhaustedError as exc:
-                return self._finish("error", error=budget_error(exc, stage), reason="budget")
-            budget_signal = self.hooks.signal
-            if budget_signal is not None and budget_signal.aborted:
-                error = AgentError(kind="budget", message=f"{budget_signal.reason}", stage=stage)
-                return self._finish("cancelled", error=error, reason="budget")
+            refused = self._budget_guard(stage)
+            if refused is not None:
+                return refused
             if state.turns >= self.spec.max_turns:
                 return self._finish("limit", reason="max-turns")
             calls_before = state.provider_calls
@@ -218,14 +213,9 @@ class _AgentLoop:
             state.messages.append(Message.text("user", self.gate.reserve_prompt()))
             state.tool_budget.reserve_prompted = True
             await self.host.save_checkpoint(state)
-        try:
-            self.hooks.before_turn()
-        except BudgetExhaustedError as exc:
-            return self._finish("error", error=budget_error(exc, stage), reason="budget")
-        budget_signal = self.hooks.signal
-        if budget_signal is not None and budget_signal.aborted:
-            error = AgentError(kind="budget", message=f"{budget_signal.reason}", stage=stage)
-            return self._finish("cancelled", error=error, reason="budget")
+        refused = self._budget_guard(stage)
+        if refused is not None:
+            return refused
         spec = _tool_less(self.spec, reserve.max_output_tokens)
         calls_before = state.provider_calls
         turn = await Dispatcher(spec, self.host, self.hooks, state, self.signal).turn(stage)
@@ -255,6 +245,18 @@ class _AgentLoop:
     def _stalled(self) -> bool:
         limit = self.spec.no_progress_turns
         return limit > 0 and self.state.no_progress >= limit
+
+    def _budget_guard(self, stage: Stage) -> AgentResult | None:
+        """Layer 2 before a turn: a refusal or a fired ceiling ends the invocation with kind `budget`."""
+        try:
+            self.hooks.before_turn()
+        except BudgetExhaustedError as exc:
+            return self._finish("error", error=budget_error(exc, stage), reason="budget")
+        budget_signal = self.hooks.signal
+        if budget_signal is not None and budget_signal.aborted:
+            error = AgentError(kind="budget", message=f"{budget_signal.reason}", stage=stage)
+            return self._finish("cancelled", error=error, reason="budget")
+        return None
 
     def _finish(
         self,
