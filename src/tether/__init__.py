@@ -41,6 +41,7 @@ from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow, workflow
 from tether.journal.cost import CostReport
 from tether.journal.tree import AgentNode, TreeReport
+from tether.observability.progress import progress
 from tether.pricing import PriceTable
 from tether.routing import ModelSpec
 from tether.tools.definition import ModelRetry, Tool, tool
@@ -94,6 +95,7 @@ __all__ = [
     "Usage",
     "Workflow",
     "models",
+    "progress",
     "testing",
     "tool",
     "workflow",

@@ -1,0 +1,1 @@
+"""Observability shells: the terminal progress view (OpenTelemetry export is an optional extra)."""
