@@ -34,6 +34,10 @@ def test_crash_mid_tool_loop_restores_the_checkpoint_and_repeats_at_most_one_tur
     assert resumed.returncode == 0, resumed.stderr
     outcome = json.loads(resumed.stdout.splitlines()[-1])
     assert outcome["status"] == "ok" and outcome["value"] == expected["value"]
+    # the checkpointed spend of the turns before the crash is carried into the terminal: nothing is lost,
+    # and at most the one repeated turn is paid twice
+    one_turn = expected["cost"] / 6
+    assert expected["cost"] - 1e-12 <= outcome["cost"] <= expected["cost"] + one_turn + 1e-12
     turns = log.read_text().split()
     assert len(turns) - 6 <= 1, turns  # six model turns in an uninterrupted run
     # the checkpoint of turn 3 (or of turn 2) is restored: at most turn 3 is asked again

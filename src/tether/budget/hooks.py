@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pydantic import BaseModel
+
 from tether.budget.accounts import Account, Hold
 from tether.budget.exposure import ExposureGate, ExposureHold
 from tether.contracts.errors import BudgetExhaustedError, PricingError
@@ -15,6 +17,15 @@ from tether.pricing import affordable_output_tokens, cost_usd
 
 PriceLookup = Callable[[str], Price | None]
 DebitListener = Callable[[str, float], None]
+
+
+class Tally(BaseModel):
+    """What an invocation's calls cost so far; checkpointed so a redispatch never loses it."""
+
+    costs: dict[str, float] = {}
+    unpriced: dict[str, Usage] = {}
+    usage_by_model: dict[str, Usage] = {}
+    provider_calls: int = 0
 
 
 class AccountHooks:
@@ -61,6 +72,27 @@ class AccountHooks:
         return total
 
     # -- layer 2 -------------------------------------------------------------------------------
+    def tally(self) -> Tally:
+        return Tally(costs=dict(self.costs), unpriced=dict(self.unpriced), usage_by_model=dict(self.usage_by_model),
+                     provider_calls=self.provider_calls)
+
+    def restore(self, tally: Tally) -> None:
+        """Carry a redispatched invocation's checkpointed spend: into its terminal and onto the accounts."""
+        self.costs = dict(tally.costs)
+        self.unpriced = dict(tally.unpriced)
+        self.usage_by_model = dict(tally.usage_by_model)
+        self.provider_calls = tally.provider_calls
+        if self.tokens is not None:
+            tokens = sum(u.input_tokens + u.output_tokens for u in tally.usage_by_model.values())
+            self.tokens.debit(float(tokens))
+            if self.token_hold is not None:
+                self.token_hold.consume(float(tokens))
+        spent = sum(tally.costs.values())
+        if spent:
+            self.account.debit(spent)
+            if self.hold is not None:
+                self.hold.consume(spent)
+
     def take_draw(self) -> tuple[int, float]:
         """Tokens and USD drawn since the last call (one `budget_draw` per model turn)."""
         drawn = (self.undrawn_tokens, self.undrawn_usd)

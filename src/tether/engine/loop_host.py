@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from tether.budget.hooks import Tally
 from tether.contracts.entries import JournalEntry
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import content_key, to_jsonable
@@ -42,9 +44,13 @@ class EngineLoopHost:
         if data is None:
             return None
         try:
-            return LoopState.model_validate_json(data)
-        except (ValidationError, ValueError):
+            envelope = json.loads(data)
+            state = LoopState.model_validate(envelope["loop"])
+            tally = Tally.model_validate(envelope["tally"])
+        except (ValidationError, ValueError, KeyError, TypeError):
             return None  # an unreadable checkpoint is never trusted: the agent starts over
+        self.hooks.restore(tally)  # the spend of the turns the checkpoint holds counts in the terminal
+        return state
 
     async def flush_draw(self, step: int) -> None:
         """One `budget_draw` fact per model turn, journaled at the turn boundary."""
@@ -57,7 +63,9 @@ class EngineLoopHost:
         if self.seg.dry_run:
             return
         await self.flush_draw(state.turns)
-        await asyncio.shield(self.seg.store.put_blob(self.checkpoint_key, state.model_dump_json().encode()))
+        # The loop's state and the priced tally of the same turns, written together.
+        envelope = {"loop": state.model_dump(mode="json"), "tally": self.hooks.tally().model_dump(mode="json")}
+        await asyncio.shield(self.seg.store.put_blob(self.checkpoint_key, json.dumps(envelope).encode()))
         self.checkpoints += 1
 
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
