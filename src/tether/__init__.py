@@ -26,6 +26,8 @@ from tether.contracts.errors import (
     LeaseHeldError,
     NonSerializableValueError,
     PricingError,
+    RunNotFoundError,
+    StoreUnavailableError,
     TetherError,
 )
 from tether.contracts.events import AgentEvent, Event, ToolEffectRecord
@@ -82,7 +84,9 @@ __all__ = [
     "PricingError",
     "ReplayStats",
     "RunHandle",
+    "RunNotFoundError",
     "RunOutcome",
+    "StoreUnavailableError",
     "TetherError",
     "Tier",
     "Tool",

@@ -10,8 +10,19 @@ from typing import Any
 from tether.contracts.prices import Price, Tier
 from tether.contracts.usage import Usage
 
-# Which genai-prices provider holds the rows for a tether adapter id.
-_GENAI_PROVIDERS = {"anthropic": "anthropic", "openai": "openai"}
+# Adapter ids people use for a provider, where they differ from genai-prices' own provider id.
+_PROVIDER_ALIASES = {
+    "xai": "x-ai", "grok": "x-ai", "gemini": "google", "vertex": "google", "bedrock": "aws",
+    "fireworks-ai": "fireworks", "togetherai": "together", "moonshot": "moonshotai", "zhipu": "zhipuai",
+}
+
+
+def genai_provider(adapter_or_provider: str) -> str | None:
+    """The genai-prices provider id for a tether adapter id (`groq`, `xai`, `openrouter`, ...), if any."""
+    from genai_prices import data
+
+    name = _PROVIDER_ALIASES.get(adapter_or_provider, adapter_or_provider)
+    return name if any(p.id == name for p in data.providers) else None
 
 
 class PriceTable:
@@ -46,9 +57,12 @@ class PriceTable:
 
 
 def bundled_price(adapter: str, model: str) -> Price | None:
-    """The price row genai-prices has for this model today, converted to a tether `Price`."""
-    provider_id = _GENAI_PROVIDERS.get(adapter)
-    if provider_id is None or not model:
+    """The price row genai-prices has for this model today, converted to a tether `Price`.
+
+    `adapter` is an adapter id or a genai-prices provider id (see `genai_provider`).
+    """
+    provider_id = genai_provider(adapter) if model else None
+    if provider_id is None:
         return None
     info = bundled_model_info(provider_id, model)
     if info is None:

@@ -38,6 +38,7 @@ class HostDouble:
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.sleeps: list[float] = []
         self.decisions: dict[str, dict[str, Any]] = {}
+        self.dispatches: list[tuple[str, int, int]] = []
         self._on_emit = on_emit
 
     async def load_checkpoint(self) -> LoopState | None:
@@ -50,6 +51,9 @@ class HostDouble:
 
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         return self.decisions.setdefault(name, payload)
+
+    async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
+        self.dispatches.append((served_by, est_input, max_output))
 
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
         self.approve_calls.append((tool, args, self.stored))

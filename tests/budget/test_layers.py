@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -93,11 +94,13 @@ async def test_the_meter_cuts_a_stream_at_the_ceiling_and_resume_repays_nothing_
     assert cut_terminal.error is not None and cut_terminal.error["kind"] == "budget"
     assert out.cost.approximate and out.cost.total_usd <= 0.03 + cost_usd(tether.Usage(output_tokens=100), PRICE)
     assert out.cost.total_usd >= 0.03 - 1e-9  # it did run up to the ceiling before the cut
-    # resume with more money: the completed agent replays, only the cut one runs again
+    # a resume keeps the ceiling: the completed agent replays, the cut one is refused before the wire
     model.requests.clear()
-    again = await engine.resume("r", cut, budget_usd=1.0)
-    assert [r.messages[-1].text_content for r in model.requests] == ["long"]
-    assert again.replay.hits == 1
+    again = await engine.resume("r", cut)
+    assert model.requests == []
+    assert again.status == "exhausted" and again.replay.hits == 1
+    with pytest.raises(tether.ConfigError, match=re.escape("budget_usd=0.03")):
+        await engine.resume("r", cut, budget_usd=1.0)  # no resume path can raise a stored ceiling
 
 
 async def test_live_debits_equal_the_settled_fold_to_the_cent_across_a_tier(engine_for: Any) -> None:
@@ -134,7 +137,8 @@ async def test_unpriced_usage_is_itemized_never_reported_as_zero_silently(engine
 
 async def test_an_exhausted_outcome_carries_cost_dropped_pending_and_the_value(engine_for: Any) -> None:
     def script(request: Any) -> Reply:
-        return Reply(text="y" * 400, input_tokens=100, output_tokens=1000, chunks=10, latency_s=0.05)
+        # the input is billed far above its estimate, so the ceiling fires while the reply still streams
+        return Reply(text="y" * 400, input_tokens=300, output_tokens=1000, chunks=10, latency_s=0.05)
 
     model = tether.models.fake("fake", script=script, prices={"m": PRICE})
     engine = engine_for(model)
@@ -155,7 +159,11 @@ async def test_an_exhausted_outcome_carries_cost_dropped_pending_and_the_value(e
         return [r.status for r in res]
 
     done = await engine.run(returns, run_id="v", budget_usd=0.01)
-    assert done.status == "exhausted" and done.value == ["error"] and done.cost.total_usd > 0
+    # a settled parallel re-raises the refusal once every branch settled; the outcomes ride on it
+    assert done.status == "exhausted" and done.value is None and done.cost.total_usd > 0
+    assert isinstance(done.error, tether.BudgetExhaustedError)
+    (branch,) = done.error.data["outcomes"]
+    assert branch.status == "error" and isinstance(branch.error, tether.BudgetExhaustedError)
 
 
 async def test_the_exposure_cap_run_option_shortens_turns(engine_for: Any) -> None:

@@ -32,7 +32,8 @@ def decisions(url: str, run_id: str) -> dict[str, int]:
             await store.close()
         counts: dict[str, int] = {}
         for e in entries:
-            if e.kind == "decision" and isinstance(e.value, dict):
+            # dispatch records are spend facts written per provider attempt, not policy decisions
+            if e.kind == "decision" and isinstance(e.value, dict) and e.value.get("decision") != "dispatch":
                 name = str(e.value.get("decision"))
                 counts[name] = counts.get(name, 0) + 1
         return counts

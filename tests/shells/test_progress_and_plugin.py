@@ -30,7 +30,7 @@ async def test_progress_renders_a_live_tree_on_a_terminal(tether_engine: tether.
     fake_model.push(Reply(text="a"), Reply(text="b"))
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=100)
-    outcome = await tether.progress(tether_engine.start(two, run_id="t", budget_usd=1.0), console=console)
+    outcome = await tether.progress(tether_engine.start(two, run_id="t", budget_usd=1.0, allow_unpriced=True), console=console)
     assert outcome.status == "ok"
     assert "#2 second" in out.getvalue()
 

@@ -5,6 +5,7 @@ Only `BudgetHooks` is consulted for money; nothing here prices anything.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -53,6 +54,37 @@ class _Streamed:
     fed: Usage = field(default_factory=Usage)
     terminal: Finish | StreamError | None = None
     cut: bool = False
+
+
+CEILING_GRACE_S = 0.5
+"""How long a call whose own final usage reached the ceiling may take to deliver its terminal event."""
+
+
+class _CeilingCut:
+    """Cuts a call's stream when a ceiling fires, except a reply that is done and paid for.
+
+    A ceiling fired by another call's spend cuts this stream at once: it is still producing. One fired
+    by this call's own usage lets the stream deliver its terminal event (the reply is paid, so it is
+    kept); more usage after that, or no terminal within `CEILING_GRACE_S`, cuts it.
+    """
+
+    def __init__(self) -> None:
+        self.signal = Signal()
+        self.own_usage = False
+        self.self_fired = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def on_ceiling(self, reason: str) -> None:
+        if not self.own_usage:
+            self.signal.abort(reason)
+            return
+        self.self_fired = True
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(CEILING_GRACE_S, self.signal.abort, reason)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def build_request(
@@ -195,11 +227,15 @@ class Dispatcher:
                     return clamp
                 request = request.model_copy(update={"max_output_tokens": clamp})
         self.state.provider_calls += 1
-        cut = Signal()
-        unsubscribe = [s.add_listener(cut.abort) for s in (self.hooks.signal, self.signal) if s]
+        cut = _CeilingCut()
+        unsubscribe = [self.signal.add_listener(cut.signal.abort)] if self.signal else []
+        if self.hooks.signal is not None:
+            unsubscribe.append(self.hooks.signal.add_listener(cut.on_ceiling))
         try:
+            await self.host.record_dispatch(model.ref, est_input, clamp)  # durable before the request leaves
             streamed = await self._consume(model, request, cut)
         finally:
+            cut.close()
             for off in unsubscribe:
                 off()
             if release is not None:
@@ -208,8 +244,9 @@ class Dispatcher:
         result.tier = tier
         return result
 
-    async def _consume(self, model: ResolvedModel, request: ChatRequest, cut: Signal) -> _Streamed:
+    async def _consume(self, model: ResolvedModel, request: ChatRequest, guard: _CeilingCut) -> _Streamed:
         out = _Streamed()
+        cut = guard.signal
         meter = self.hooks.open_call_meter(model.ref)
         stream: AsyncIterator[ChatEvent] = model.adapter.stream(request, cut)
         try:
@@ -217,7 +254,15 @@ class Dispatcher:
                 if isinstance(event, Finish | StreamError):
                     out.terminal = event
                     break
-                self._on_event(model, event, out, meter)
+                spending = isinstance(event, UsageDelta) and not event.usage.is_zero()
+                after_own_fire = guard.self_fired
+                guard.own_usage = spending
+                try:
+                    self._on_event(model, event, out, meter)
+                finally:
+                    guard.own_usage = False
+                if spending and after_own_fire:
+                    cut.abort("ceiling reached and the stream kept spending")  # still producing: cut it
                 if cut.aborted:
                     out.cut = True
                     break

@@ -85,6 +85,9 @@ class LoopHost(Protocol):
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Journal a decision (awaited before its effect); on replay return the journaled payload."""
 
+    async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
+        """Make one provider attempt durable (with its worst case) before the request leaves."""
+
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
         """Ask a human: suspends this branch (the run settles `suspended`) until resolved.
 

@@ -38,6 +38,8 @@ class Account:
         self.spent = 0.0
         self.held = 0.0
         self.signal: Signal = Signal() if parent is None else Signal.any(parent.signal)
+        self.stopped: str | None = None
+        """Why this account's ceiling stopped work (a refusal, a cut, a halt); None while it has not."""
 
     def chain(self) -> list[Account]:
         """This account and its ancestors, innermost first."""
@@ -60,6 +62,23 @@ class Account:
 
     def at_ceiling(self) -> bool:
         return self.ceiling is not None and self.spent >= self.ceiling - EPSILON
+
+    def stop(self, reason: str) -> None:
+        """Record that this account's own ceiling stopped work (the first reason is kept)."""
+        if self.stopped is None:
+            self.stopped = reason
+
+    @property
+    def exhausted(self) -> bool:
+        """True once this account's ceiling stopped work or was reached: the scope settles `exhausted`."""
+        return self.stopped is not None or self.at_ceiling()
+
+    def binding(self) -> Account | None:
+        """The capped account on the chain with the least room: the ceiling that limits this one."""
+        capped = self.capped()
+        if not capped:
+            return None
+        return min(capped, key=lambda a: (a.ceiling or 0.0) - a.spent - a.held)
 
     def restore(self, usd: float) -> None:
         """Spend folded from the journal at segment start (this account only)."""

@@ -31,6 +31,7 @@ def admit(account: Account, reserve: float, *, what: str, run_id: str) -> Hold:
         assert acct.ceiling is not None
         committed = acct.spent + acct.held
         if committed >= acct.ceiling - EPSILON or committed + reserve > acct.ceiling + EPSILON:
+            acct.stop(f"admission refused {what}")
             raise BudgetExhaustedError(
                 f"budget exhausted: run {run_id!r} account {acct.name!r} has spent {acct.spent:.4f} and holds "
                 f"{acct.held:.4f} of {acct.ceiling:.4f} USD; the reserve of {reserve:.4f} for {what} does not fit. "

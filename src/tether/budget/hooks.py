@@ -17,6 +17,7 @@ from tether.pricing import affordable_output_tokens, cost_usd
 
 PriceLookup = Callable[[str], Price | None]
 DebitListener = Callable[[str, float], None]
+UnpricedListener = Callable[[str], None]
 
 
 class Tally(BaseModel):
@@ -26,6 +27,8 @@ class Tally(BaseModel):
     unpriced: dict[str, Usage] = {}
     usage_by_model: dict[str, Usage] = {}
     provider_calls: int = 0
+    through: int = 0
+    """The highest journaled dispatch number whose spend this tally holds (see `journal.cost`)."""
 
 
 class AccountHooks:
@@ -39,7 +42,9 @@ class AccountHooks:
         hold: Hold | None = None,
         exposure: ExposureGate | None = None,
         strict_pricing: bool = False,
+        allow_unpriced: bool = False,
         on_debit: DebitListener | None = None,
+        on_unpriced: UnpricedListener | None = None,
         tokens: Account | None = None,
         token_hold: Hold | None = None,
     ) -> None:
@@ -48,21 +53,31 @@ class AccountHooks:
         self.hold = hold
         self.exposure = exposure
         self.strict_pricing = strict_pricing
+        self.allow_unpriced = allow_unpriced
         self.on_debit = on_debit
+        self.on_unpriced = on_unpriced
         self.tokens = tokens
         self.token_hold = token_hold
         self.signal: Signal | None = account.signal if tokens is None else Signal.any(account.signal, tokens.signal)
         self.undrawn_tokens = 0
-        self.undrawn_usd = 0.0
+        self.undrawn_costs: dict[str, float] = {}
         self.costs: dict[str, float] = {}
+        self.orphaned: dict[str, float] = {}
+        """Spend of dispatches a crash cut off before they settled, per model (already on the accounts)."""
         self.unpriced: dict[str, Usage] = {}
         self.usage_by_model: dict[str, Usage] = {}
         self.provider_calls = 0
+        self.binding: Account | None = None
+        """The ceiling that bounded the last output clamp (the account, or the tree's tokens)."""
         self._in_flight: ExposureHold | None = None
 
     @property
     def cost_usd(self) -> float:
         return sum(self.costs.values())
+
+    @property
+    def orphaned_usd(self) -> float:
+        return sum(self.orphaned.values())
 
     @property
     def usage(self) -> Usage:
@@ -72,12 +87,17 @@ class AccountHooks:
         return total
 
     # -- layer 2 -------------------------------------------------------------------------------
-    def tally(self) -> Tally:
+    def tally(self, through: int = 0) -> Tally:
         return Tally(costs=dict(self.costs), unpriced=dict(self.unpriced), usage_by_model=dict(self.usage_by_model),
-                     provider_calls=self.provider_calls)
+                     provider_calls=self.provider_calls, through=through)
 
     def restore(self, tally: Tally) -> None:
-        """Carry a redispatched invocation's checkpointed spend: into its terminal and onto the accounts."""
+        """Carry a redispatched invocation's checkpointed spend into its terminal.
+
+        The USD is on the accounts already: a segment starts by restoring every agent's journaled
+        spend, settled or not (`journal.cost.spent_under`). Tree tokens are folded from terminals
+        only, so the checkpoint's tokens are drawn here.
+        """
         self.costs = dict(tally.costs)
         self.unpriced = dict(tally.unpriced)
         self.usage_by_model = dict(tally.usage_by_model)
@@ -87,20 +107,16 @@ class AccountHooks:
             self.tokens.debit(float(tokens))
             if self.token_hold is not None:
                 self.token_hold.consume(float(tokens))
-        spent = sum(tally.costs.values())
-        if spent:
-            self.account.debit(spent)
-            if self.hold is not None:
-                self.hold.consume(spent)
 
-    def take_draw(self) -> tuple[int, float]:
-        """Tokens and USD drawn since the last call (one `budget_draw` per model turn)."""
-        drawn = (self.undrawn_tokens, self.undrawn_usd)
-        self.undrawn_tokens, self.undrawn_usd = 0, 0.0
+    def take_draw(self) -> tuple[int, dict[str, float]]:
+        """Tokens and USD per model drawn since the last call (one `budget_draw` per model turn)."""
+        drawn = (self.undrawn_tokens, self.undrawn_costs)
+        self.undrawn_tokens, self.undrawn_costs = 0, {}
         return drawn
 
     def before_turn(self) -> None:
         if self.tokens is not None and (self.tokens.at_ceiling() or self.tokens.signal.aborted):
+            self.tokens.stop("turn refused: tree token ceiling reached")
             raise BudgetExhaustedError(
                 f"tree token ceiling reached: {int(self.tokens.spent)} of {int(self.tokens.ceiling or 0)} tokens "
                 f"drawn; no further turn is admitted anywhere in the tree.",
@@ -108,6 +124,7 @@ class AccountHooks:
             )
         for acct in self.account.capped():
             if acct.at_ceiling():
+                acct.stop("turn refused: ceiling reached")
                 raise BudgetExhaustedError(
                     f"budget exhausted: account {acct.name!r} has spent {acct.spent:.4f} of {acct.ceiling:.4f} USD; "
                     f"no further turn is admitted. Raise budget_usd for the next run.",
@@ -120,8 +137,11 @@ class AccountHooks:
         by_money = None if room is None or price is None else affordable_output_tokens(price, est_input, room)
         token_room = self.tokens.room(self.token_hold) if self.tokens is not None else None
         by_tokens = None if token_room is None else max(0, int(token_room) - est_input)
-        bounds = [b for b in (by_money, by_tokens) if b is not None]
-        return min(bounds) if bounds else None
+        if by_tokens is not None and (by_money is None or by_tokens < by_money):
+            self.binding = self.tokens
+            return by_tokens
+        self.binding = self.account.binding() if by_money is not None else None
+        return by_money
 
     # -- exposure ------------------------------------------------------------------------------
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:
@@ -179,7 +199,7 @@ class AccountHooks:
             if not inc:
                 return
             self.costs[served_by] = self.costs.get(served_by, 0.0) + inc
-            self.undrawn_usd += inc
+            self.undrawn_costs[served_by] = self.undrawn_costs.get(served_by, 0.0) + inc
             self.account.debit(inc)
             for hold in (self.hold, self._in_flight):
                 if hold is not None:
@@ -192,13 +212,36 @@ class AccountHooks:
     def remaining_usd(self) -> float | None:
         return self.account.room(self.hold)
 
+    def worst_case_usd(self, served_by: str, est_input: int, max_output: int) -> float | None:
+        """The priced worst case of one attempt (input estimate plus its clamped output); None if unpriced."""
+        price = self.price_of(served_by)
+        return None if price is None else cost_usd(Usage(input_tokens=est_input, output_tokens=max_output), price)
+
     def assert_priced_dispatch(self, served_by: str) -> None:
-        if self.strict_pricing and self.price_of(served_by) is None:
+        """Refuse an unpriced model before the wire under strict pricing or a USD ceiling (unless allowed)."""
+        if self.price_of(served_by) is not None:
+            return
+        ceiling = self.account.binding()
+        if self.strict_pricing:
             raise PricingError(
                 f"strict pricing: no price row for {served_by!r}; add one with "
-                f"tether.PriceTable({{{served_by!r}: tether.Price(input=..., output=...)}}).",
+                f"Engine(prices={{{served_by!r}: tether.Price(input=..., output=...)}}).",
                 model=served_by,
             )
+        if ceiling is None:
+            return  # no ceiling to protect: the usage is itemized under `cost.unpriced`
+        if not self.allow_unpriced:
+            raise PricingError(
+                f"unpriced model under a USD ceiling: {served_by!r} has no price row, so its calls could "
+                f"spend without bound against the {ceiling.ceiling:.4f} USD ceiling of {ceiling.name!r}. "
+                f"Price it with Engine(prices={{{served_by!r}: tether.Price(input=..., output=...)}}), or "
+                f"for a gateway pass price_provider='<genai-prices provider, e.g. groq>' to "
+                f"tether.models.openai_compatible(...), or run with allow_unpriced=True to accept it.",
+                model=served_by,
+                ceiling=ceiling.ceiling,
+            )
+        if self.on_unpriced is not None:
+            self.on_unpriced(served_by)
 
     def on_usage(self, usage: Usage, served_by: str) -> None:
         """Meter-less accounting: one meter per report (per-slice pricing)."""

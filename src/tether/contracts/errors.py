@@ -85,6 +85,19 @@ class LeaseHeldError(TetherError):
     retryable = True
 
 
+class RunNotFoundError(TetherError):
+    """No run with this id exists in the store (nothing was started, read or changed)."""
+
+    code = "run-not-found"
+
+
+class StoreUnavailableError(TetherError):
+    """The store could not be reached or used (lost connection, locked file); nothing was written."""
+
+    code = "store-unavailable"
+    retryable = True
+
+
 class PricingError(TetherError):
     """A model has no valid price row and strict pricing forbids calling it."""
 
@@ -114,5 +127,7 @@ __all__ = [
     "LeaseHeldError",
     "NonSerializableValueError",
     "PricingError",
+    "RunNotFoundError",
+    "StoreUnavailableError",
     "TetherError",
 ]

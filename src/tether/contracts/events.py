@@ -10,7 +10,7 @@ EventType = Literal[
     "run:start", "run:end", "phase:start", "log", "budget:update",
     "agent:queued", "agent:start", "agent:end", "agent:error", "agent:schema-retry",
     "agent:stream", "tool:start", "tool:end", "spawn", "spawn:refused",
-    "external:waiting", "approval:pending", "child:start", "child:end",
+    "external:waiting", "approval:pending", "child:start", "child:end", "warning",
 ]
 
 

@@ -18,7 +18,7 @@ from tether.budget.accounts import Hold
 from tether.budget.admission import admit, check_spawn_cap, reserve_usd
 from tether.budget.hooks import AccountHooks
 from tether.contracts.entries import JournalEntry
-from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError
+from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
 from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.usage import Usage
@@ -153,7 +153,7 @@ class AgentCall:
             price = engine.price_of(spec.models[0].ref)
             reserve = reserve_usd(est_cost if est_cost is not None else profile.est_cost, None, price, est_input,
                                   max_output)
-            hold = admit(frame.account, reserve, what=f"agent {label or prompt[:40]!r}", run_id=seg.run_id)
+            hold = await self._admit(frame, k, reserve, f"agent {label or prompt[:40]!r}")
             token_hold = seg.tree.hold(est_input + max_output)
             try:
                 worktree = (repo or os.getcwd()) if isolation == "worktree" else None
@@ -166,7 +166,50 @@ class AgentCall:
                     token_hold.release()
         terminal = await seg.append(self._terminal(frame, running, result, hooks))
         result = restore_result(running, terminal, out, live=result)
+        if result.error is not None and result.error.kind == "budget":
+            self._ceiling_stopped(frame, hooks, result.error)
         return self._shape(frame, running, result, on_error, full)
+
+    async def _admit(self, frame: Frame, k: str, reserve: float, what: str) -> Hold:
+        """Layer 1 as a journaled decision: a refusal is written once and read back on every resume.
+
+        Without the fact a resume would decide again against different holds (the siblings that
+        replay hold nothing) and could admit, and pay for, work the first segment refused.
+        """
+        seg = self.seg
+        key = content_key({"kind": "decision", "decision": "budget-refusal", "call": k})
+        prior = seg.index.match(frame.scope, key)
+        if prior is not None and isinstance(prior.entry.value, dict):
+            value = prior.entry.value
+            account = next((a for a in frame.account.chain() if a.name == value.get("account")), seg.root)
+            account.stop("admission refused (read back from the journal)")
+            raise BudgetExhaustedError(str(value.get("message")), **dict(value.get("data") or {}))
+        try:
+            return admit(frame.account, reserve, what=what, run_id=seg.run_id)
+        except BudgetExhaustedError as exc:
+            if not seg.dry_run:
+                await seg.append(JournalEntry(
+                    kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
+                    label="budget-refusal", phase=frame.phase, started_at=seg.engine.clock(),
+                    value={"decision": "budget-refusal", "account": exc.data.get("account"), "message": exc.message,
+                           "data": to_jsonable(exc.data)},
+                ))
+            raise
+
+    def _ceiling_stopped(self, frame: Frame, hooks: AccountHooks, error: AgentError) -> None:
+        """Record which ceiling stopped this agent, so its scope settles `exhausted`.
+
+        The in-flight exposure cap is not a ceiling: its refusals stop nothing for good.
+        """
+        if error.reason == "exposure-drained" or error.message.startswith("in-flight exposure cap"):
+            return
+        tokens = self.seg.tree.tokens
+        if hooks.binding is tokens or (hooks.binding is None and tokens.at_ceiling()):
+            tokens.stop(error.message)
+            return
+        account = hooks.binding or frame.account.binding()
+        if account is not None:
+            account.stop(error.message)
 
     def _estimate(self, spec: AgentSpec) -> tuple[int, int]:
         """One worst-case turn: the first request's input estimate and the output it may ask for."""
@@ -210,7 +253,9 @@ class AgentCall:
             frame.account, seg.engine.price_of, hold=holds[0], exposure=seg.exposure,
             strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
             tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=holds[1],
+            allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced,
         )
+        redispatched = running is not None
         if running is None:
             try:
                 running = await seg.append(self._running_entry(frame, spec, k, role, model))
@@ -222,12 +267,17 @@ class AgentCall:
         inner = frame.enter(
             join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1
         )
-        host = EngineLoopHost(seg, self.ctx, running, inner, hooks)
+        host = EngineLoopHost(seg, self.ctx, running, inner, hooks, redispatched=redispatched)
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
             result = await self._run_isolated(spec, host, hooks, worktree)
             await host.flush_draw(result.turns)
+        except PricingError as exc:  # refused before the wire: the entry it opened still gets its terminal
+            refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
+                                  error=AgentError(kind="terminal", message=exc.message))
+            await seg.append(self._terminal(frame, running, refused, hooks))
+            raise
         except asyncio.CancelledError:
             if not seg.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
                 await self._journal_cancelled(frame, running, hooks)
@@ -269,6 +319,8 @@ class AgentCall:
 
     async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks) -> None:
         """A cancelled invocation still gets its terminal, with the partial (approximate) spend."""
+        if self.seg.lease_lost is not None:
+            return  # another driver owns the run now: this segment writes nothing more
         usage = hooks.usage.model_copy(update={"approximate": True})
         result = AgentResult(
             status="cancelled", usage=usage, usage_by_model=hooks.usage_by_model,
@@ -302,6 +354,8 @@ class AgentCall:
             provider_calls=hooks.provider_calls,
             cost_usd=hooks.cost_usd,
             costs=hooks.costs or None,
+            orphaned=hooks.orphaned or None,
+            orphaned_usd=round(hooks.orphaned_usd, 10) or None,
             unpriced={m: u.model_dump() for m, u in hooks.unpriced.items()} or None,
             tool_budget=_dump(result.tool_budget),
             memoized=memoized or None,
@@ -361,7 +415,7 @@ def restore_result(
         status=terminal.status or "error",
         output=output,
         usage=terminal.usage or (live.usage if live else Usage()),
-        cost_usd=terminal.cost_usd or 0.0,
+        cost_usd=(terminal.cost_usd or 0.0) + float(getattr(terminal, "orphaned_usd", None) or 0.0),
         turns=int(value.get("turns") or 0),
         served_by=terminal.served_by,
         usage_by_model=terminal.usage_by_model or {},

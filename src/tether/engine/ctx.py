@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from tether.contracts.entries import JournalEntry
+from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
+from tether.contracts.results import AgentError
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import DroppedBranch, error_dict
 from tether.engine.segment import Abandoned, Segment
@@ -25,11 +27,26 @@ if TYPE_CHECKING:
 
 
 class BranchOutcome(BaseModel):
-    """One branch of `ctx.parallel(..., settle=True)`."""
+    """One branch of `ctx.parallel(..., settle=True)`: its value, or the typed error it failed with.
+
+    `error` is the `AgentError` of a failed agent (`AgentCallError.error`), the `TetherError` the
+    branch raised, or for any other exception the exception itself.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     status: Literal["ok", "error", "skipped"]
     value: Any = None
-    error: str | None = None
+    error: AgentError | TetherError | Exception | None = None
+
+    @property
+    def message(self) -> str | None:
+        """The error as one line (`Type: message`), or None for a branch that did not fail."""
+        if self.error is None:
+            return None
+        if isinstance(self.error, AgentError):
+            return f"AgentError ({self.error.kind}): {self.error.message}"
+        return f"{type(self.error).__name__}: {self.error}"
 
 
 class BudgetView:
@@ -127,26 +144,39 @@ class Ctx:
         try:
             if settle:
                 done = await asyncio.gather(*tasks, return_exceptions=True)
-                return [_settled(r) for r in done]
+                outcomes = [_settled(r) for r in done]
+                refused = next((r for r in done if isinstance(r, BudgetExhaustedError)), None)
+                if refused is not None:
+                    # the ceiling stopped work: say so, with every branch's outcome (all journaled)
+                    raise BudgetExhaustedError(refused.message, **{**refused.data, "outcomes": outcomes})
+                return outcomes
             return await self._fail_fast(frame, site, tasks)
         finally:
             seg.branch_waiting(+1)
 
     async def _fail_fast(self, frame: Frame, site: int, tasks: list[asyncio.Task[Any]]) -> list[Any]:
-        """The first branch to fail (in completion order) cancels its siblings and its error propagates."""
+        """The first branch to fail (in completion order) cancels its siblings and its error propagates.
+
+        A budget refusal is the exception: admitted siblings are already paying, so they finish (their
+        work is journaled) and the refusal is raised once every branch has settled.
+        """
+        refused: BudgetExhaustedError | None = None
         try:
             pending: set[asyncio.Task[Any]] = set(tasks)
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-                failed = [t for t in done if not t.cancelled() and _is_failure(t.exception())]
-                error = failed[0].exception() if failed else None
-                if error is not None:
-                    raise error
+                failed = [e for t in done if not t.cancelled() and (e := t.exception()) is not None and _is_failure(e)]
+                for error in failed:
+                    if not isinstance(error, BudgetExhaustedError):
+                        raise error
+                    refused = refused or error
         except BaseException:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        if refused is not None:
+            raise refused
         results: list[Any] = []
         for t in tasks:
             exc = t.exception()
@@ -173,7 +203,7 @@ class Ctx:
         found = self._seg.lookup(frame.scope, k)
         if found.action == "replay":
             assert found.match and found.match.terminal
-            self._seg.events.emit("child:end", replayed=True, workflow=wf.name, status="ok")
+            self._seg.events.emit("child:end", replayed=True, workflow=wf.name, status=found.match.terminal.status)
             return _revalidate(wf.fn, found.match.terminal.value)
         self._seg.require_live(f"child workflow {wf.name!r}", frame.scope)
         running = found.running
@@ -201,13 +231,16 @@ class Ctx:
         except (asyncio.CancelledError, Abandoned):
             raise
         except Exception as exc:
-            status = "exhausted" if getattr(exc, "code", "") == "budget-exhausted" else "error"
+            status = "exhausted" if isinstance(exc, BudgetExhaustedError) else "error"
             await self._seg.append(self._terminal(frame, running, status, error=error_dict(exc)))
             raise
         finally:
             CURRENT_FRAME.reset(token)
-        await self._seg.append(self._terminal(frame, running, "ok", value=stored))
-        self._seg.events.emit("child:end", workflow=wf.name, status="ok")
+        # a sub-account whose ceiling stopped work settles the child `exhausted`, its value kept
+        status = "exhausted" if account.ceiling is not None and account.exhausted else "ok"
+        # an exhausted child that returned is memoized: a resume replays its value, not its body
+        await self._seg.append(self._terminal(frame, running, status, value=stored, memoized=status != "ok" or None))
+        self._seg.events.emit("child:end", workflow=wf.name, status=status)
         return value
 
     # -- suspension --------------------------------------------------------------------------
@@ -326,8 +359,12 @@ def _settled(r: Any) -> BranchOutcome:
         return BranchOutcome(status="skipped")
     if isinstance(r, asyncio.CancelledError):
         raise r
+    if isinstance(r, AgentCallError) and isinstance(r.error, AgentError):
+        return BranchOutcome(status="error", error=r.error)
+    if isinstance(r, Exception):
+        return BranchOutcome(status="error", error=r)
     if isinstance(r, BaseException):
-        return BranchOutcome(status="error", error=f"{type(r).__name__}: {r}")
+        raise r
     return BranchOutcome(status="ok", value=r)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -12,13 +13,14 @@ from ulid import ULID
 
 from tether.budget.admission import LIFETIME_SPAWNS
 from tether.contracts.entries import JournalEntry, RunMeta
-from tether.contracts.errors import ConfigError, JournalSealedError
+from tether.contracts.errors import ConfigError, JournalSealedError, RunNotFoundError
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
-from tether.contracts.protocols import ChatModel, JournalStore
+from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
 from tether.engine.agent_call import AgentProfile
 from tether.engine.events import EventStream
 from tether.engine.handle import RunHandle
+from tether.engine.lease import LeaseKeeper
 from tether.engine.outcome import RunOutcome
 from tether.engine.runner import RunOptions, drive
 from tether.engine.segment import suspension_key
@@ -133,15 +135,21 @@ class Engine:
         containment: Containment | None = None,
         deadline_s: float | None = None,
         max_in_flight_exposure_usd: float | None = None,
-        strict_pricing: bool = False,
+        strict_pricing: bool | None = None,
+        allow_unpriced: bool | None = None,
     ) -> RunHandle:
-        """Start a run and return its handle at once (a known `run_id` resumes that run)."""
+        """Start a run and return its handle at once (a known `run_id` resumes that run).
+
+        `budget_usd`, `containment`, `max_in_flight_exposure_usd`, `strict_pricing` and `allow_unpriced`
+        are fixed at the run's start; resuming an existing run keeps them (a different value is refused).
+        """
         opts = RunOptions(
             budget_usd=budget_usd,
             containment=containment,
             deadline_s=deadline_s,
             max_in_flight_exposure_usd=max_in_flight_exposure_usd,
             strict_pricing=strict_pricing,
+            allow_unpriced=allow_unpriced,
         )
         return self._launch(self._workflow(wf), dict(args) if args is not None else {}, run_id or str(ULID()), opts)
 
@@ -181,13 +189,23 @@ class Engine:
         dry_run: bool = False,
         invalidate: Sequence[int] = (),
         budget_usd: float | None = None,
-        strict_pricing: bool = False,
+        strict_pricing: bool | None = None,
     ) -> RunOutcome:
-        """Resume a run from its journal; completed calls replay with zero provider calls."""
+        """Resume a run from its journal; completed calls replay with zero provider calls.
+
+        The run keeps the options it started with; `budget_usd` / `strict_pricing` may only repeat them.
+        An unknown `run_id` raises `RunNotFoundError`.
+        """
         store = await self.store()
         meta = await store.get_meta(run_id)
         if wf is None:
             name = meta.workflow if meta is not None else None
+            if name is None and not await store.load(run_id):
+                raise RunNotFoundError(
+                    f"no run {run_id!r} in this store; nothing was resumed. Check the run id (tether runs "
+                    f"lists them) and the store URL.",
+                    run_id=run_id,
+                )
             if name is None or name not in self.workflows:
                 raise ConfigError(
                     f"cannot resume {run_id!r}: workflow {name!r} is not registered; pass it to "
@@ -196,7 +214,8 @@ class Engine:
                 )
             wf = self.workflows[name]
         opts = RunOptions(
-            budget_usd=budget_usd, strict_pricing=strict_pricing, dry_run=dry_run, invalidate=tuple(invalidate)
+            budget_usd=budget_usd, strict_pricing=strict_pricing, dry_run=dry_run, invalidate=tuple(invalidate),
+            resume=True,
         )
         return await self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts)
 
@@ -220,43 +239,47 @@ class Engine:
 
     async def _close(self, run_id: str, kind: str, target_ref: str | int, value: Any) -> bool:
         store = await self.store()
-        entries = await store.load(run_id)
-        if not entries:
-            raise ConfigError(f"no run {run_id!r} in this store")
-        index = JournalIndex.build(entries)
-        target = _find_target(index, target_ref)
-        if target is None:
-            if kind == "resolution" and any(suspension_key(e) == target_ref for e in index.suspensions()):
-                return False  # already closed: the first valid closer won
-            if isinstance(target_ref, int) and target_ref in index.by_seq and kind == "abandon":
-                target = index.by_seq[target_ref]
-            else:
-                raise ConfigError(f"run {run_id!r} has no open suspension or entry {target_ref!r}")
-        if kind == "resolution" and target.kind not in ("external", "approval"):
-            raise JournalSealedError(f"seq {target.seq} is a {target.kind} entry, not a suspension")
-        from tether.engine.runner import leased
-
-        async with leased(self, run_id, False) as lease:
-            await store.append(
-                run_id,
-                JournalEntry(
-                    kind=kind,
-                    ref=target.seq,
-                    scope=target.scope,
-                    key=target.key,
-                    value=value,
-                    started_at=self.clock(),
-                ),
-                lease,
+        keeper = LeaseKeeper(store, run_id, self.lease_ttl_s) if isinstance(store, LeasableStore) else None
+        async with keeper if keeper is not None else contextlib.nullcontext():
+            entries = await store.load(run_id)  # read under the lease: this is the head we append after
+            if not entries:
+                raise RunNotFoundError(f"no run {run_id!r} in this store; check the run id and the store URL",
+                                       run_id=run_id)
+            index = JournalIndex.build(entries)
+            target = _find_target(index, target_ref)
+            if target is None:
+                if kind == "resolution" and any(suspension_key(e) == target_ref for e in index.suspensions()):
+                    return False  # already closed: the first valid closer won
+                if isinstance(target_ref, int) and target_ref in index.by_seq and kind == "abandon":
+                    target = index.by_seq[target_ref]
+                else:
+                    raise ConfigError(f"run {run_id!r} has no open suspension or entry {target_ref!r}")
+            if kind == "resolution" and target.kind not in ("external", "approval"):
+                raise JournalSealedError(f"seq {target.seq} is a {target.kind} entry, not a suspension")
+            closer = JournalEntry(
+                seq=len(entries) + 1, kind=kind, ref=target.seq, scope=target.scope, key=target.key, value=value,
+                started_at=self.clock(),
             )
+            await store.append(run_id, closer, keeper.lease if keeper is not None else None)
         return True
+
+    async def _journal(self, run_id: str) -> list[JournalEntry]:
+        """A run's journal for the read side; an unknown run is `RunNotFoundError`, never an empty answer."""
+        store = await self.store()
+        entries = await store.load(run_id)
+        if not entries and await store.get_meta(run_id) is None:
+            raise RunNotFoundError(
+                f"no run {run_id!r} in this store. Check the run id (tether runs lists them) and the store URL.",
+                run_id=run_id,
+            )
+        return entries
 
     # -- read side ---------------------------------------------------------------------------
     async def runs(self, limit: int = 100) -> list[RunMeta]:
         return await (await self.store()).list_runs(limit=limit)
 
     async def inspect(self, run_id: str) -> list[JournalEntry]:
-        return await (await self.store()).load(run_id)
+        return await self._journal(run_id)
 
     async def cost(self, run_id: str) -> CostReport:
         return fold_cost(await self.inspect(run_id))
@@ -275,6 +298,7 @@ class Engine:
     async def effect_ledger(self, run_id: str) -> list[ToolEffectRecord]:
         from tether.tools.ledger import records
 
+        await self._journal(run_id)
         return await records(await self.store(), run_id)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,7 @@ from tether.budget.hooks import Tally
 from tether.contracts.entries import JournalEntry
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.cost import AgentSpend, agent_spend, is_draw
 
 if TYPE_CHECKING:
     from tether.agents.state import LoopState
@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 class EngineLoopHost:
     """Binds one agent invocation (its `running` entry) to the journal, the blob area and events."""
 
-    def __init__(self, seg: Segment, ctx: Ctx, running: JournalEntry, frame: Frame, hooks: AccountHooks) -> None:
+    def __init__(
+        self, seg: Segment, ctx: Ctx, running: JournalEntry, frame: Frame, hooks: AccountHooks, *,
+        redispatched: bool = False,
+    ) -> None:
         assert running.seq is not None
         self.seg = seg
         self.ctx = ctx
@@ -36,36 +39,65 @@ class EngineLoopHost:
         self.checkpoints = 0
         self.hooks = hooks
         self.cwd: str | None = None  # the agent's worktree, under isolation="worktree"
+        self.redispatched = redispatched
+        spend = _open_spend(seg, running) if redispatched else None
+        self.dispatched = max((n for n, _, _ in spend.dispatches), default=0) if spend else 0
+        """The last dispatch number of this invocation; numbers continue across segments."""
 
     async def load_checkpoint(self) -> LoopState | None:
+        """The last checkpoint (None: start over); a redispatch also charges the calls a crash cut off."""
         from tether.agents.state import LoopState
 
+        state, tally = None, None
         data = await self.seg.store.get_blob(self.checkpoint_key)
-        if data is None:
-            return None
-        try:
-            envelope = json.loads(data)
-            state = LoopState.model_validate(envelope["loop"])
-            tally = Tally.model_validate(envelope["tally"])
-        except (ValidationError, ValueError, KeyError, TypeError):
-            return None  # an unreadable checkpoint is never trusted: the agent starts over
-        self.hooks.restore(tally)  # the spend of the turns the checkpoint holds counts in the terminal
+        if data is not None:
+            try:
+                envelope = json.loads(data)
+                state = LoopState.model_validate(envelope["loop"])
+                tally = Tally.model_validate(envelope["tally"])
+            except (ValidationError, ValueError, KeyError, TypeError):
+                state, tally = None, None  # an unreadable checkpoint is never trusted: the agent starts over
+        if tally is not None:
+            self.hooks.restore(tally)  # the spend of the turns the checkpoint holds counts in the terminal
+        spend = _open_spend(self.seg, self.running) if self.redispatched else None
+        if spend is not None:
+            through = tally.through if tally is not None else 0
+            self.hooks.orphaned = lost_since(self.seg.index.entries, spend, through)
         return state
+
+    async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
+        """Make a provider call durable before it leaves, priced at its worst case.
+
+        If the process dies before the call settles, the provider may still bill it; a resume charges
+        it at this worst case (`CostReport.orphaned_usd`), so every later ceiling check counts it.
+        """
+        self.dispatched += 1
+        if self.seg.dry_run:
+            return
+        worst = self.hooks.worst_case_usd(served_by, est_input, max_output)
+        await self.seg.append(JournalEntry(
+            kind="decision", scope=self.frame.scope, label="dispatch", agent_id=self.running.agent_id,
+            started_at=self.seg.engine.clock(),
+            value={"decision": "dispatch", "call": self.dispatched, "model": served_by,
+                   "worst_usd": None if worst is None else round(worst, 10), "est_input": est_input,
+                   "max_output": max_output},
+        ))
 
     async def flush_draw(self, step: int) -> None:
         """One `budget_draw` fact per model turn, journaled at the turn boundary."""
         if self.running.agent_id is not None:
             self.seg.tree.turn_of[self.running.agent_id] = step
-        tokens, usd = self.hooks.take_draw()
-        await self.seg.tree.draw(self.running.agent_id, step, tokens, usd)
+        tokens, costs = self.hooks.take_draw()
+        await self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched)
 
     async def save_checkpoint(self, state: LoopState) -> None:
         if self.seg.dry_run:
             return
         await self.flush_draw(state.turns)
         # The loop's state and the priced tally of the same turns, written together.
-        envelope = {"loop": state.model_dump(mode="json"), "tally": self.hooks.tally().model_dump(mode="json")}
-        await asyncio.shield(self.seg.store.put_blob(self.checkpoint_key, json.dumps(envelope).encode()))
+        tally = self.hooks.tally(through=self.dispatched)
+        envelope = {"loop": state.model_dump(mode="json"), "tally": tally.model_dump(mode="json")}
+        await self.seg.put_blob(self.checkpoint_key, json.dumps(envelope).encode())
         self.checkpoints += 1
 
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +172,29 @@ class EngineLoopHost:
 
     async def sleep(self, seconds: float) -> None:
         await self.seg.engine.sleep(seconds)
+
+
+def _open_spend(seg: Segment, running: JournalEntry) -> AgentSpend | None:
+    """The journal's account of a redispatched invocation (None for a fresh one)."""
+    for spend in agent_spend(seg.index.entries):
+        if spend.running.seq == running.seq:
+            return spend
+    return None
+
+
+def lost_since(entries: list[JournalEntry], spend: AgentSpend, through: int) -> dict[str, float]:
+    """What a crash cut off after the checkpoint (`through`): turns drawn but not checkpointed, at their
+    journaled cost, and dispatches after the last draw, at their worst case; per model."""
+    lost: dict[str, float] = {}
+    for e in entries:
+        if e.agent_id == spend.running.agent_id and is_draw(e) and int(getattr(e, "through", 0) or 0) > through:
+            for model, usd in (getattr(e, "costs", None) or {}).items():
+                lost[model] = lost.get(model, 0.0) + float(usd)
+    drawn = max(through, spend.through)
+    for n, model, worst in spend.dispatches:
+        if n > drawn and worst:
+            lost[model] = lost.get(model, 0.0) + worst
+    return lost
 
 
 def is_allow(value: Any) -> bool:

@@ -56,6 +56,8 @@ class RunOutcome(BaseModel):
     dropped: list[DroppedBranch] = Field(default_factory=list)
     pending: list[str] = Field(default_factory=list)
     replay: ReplayStats = Field(default_factory=ReplayStats)
+    warnings: list[str] = Field(default_factory=list)
+    """What the run wants you to know but did not stop for (e.g. an unpriced model under allow_unpriced)."""
 
     @property
     def ok(self) -> bool:

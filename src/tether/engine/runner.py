@@ -1,20 +1,21 @@
-"""Drives one segment of a run: load, check, lease, fold, run the body, settle, seal."""
+"""Drives one segment of a run: lease, load, check, fold, run the body, settle, seal."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
 from tether.budget.exposure import ExposureGate
-from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, Lease, RunMeta, RunStatus
+from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, RunMeta, RunStatus
 from tether.contracts.errors import (
     BudgetExhaustedError,
+    ConfigError,
     JournalCompatibilityError,
+    RunNotFoundError,
     TetherError,
 )
 from tether.contracts.protocols import LeasableStore
@@ -22,6 +23,7 @@ from tether.engine.agent_call import AgentCall
 from tether.engine.ctx import Ctx
 from tether.engine.events import EventStream
 from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.lease import LeaseKeeper
 from tether.engine.outcome import RunOutcome, error_dict
 from tether.engine.segment import Segment, suspension_key
 from tether.engine.tree import Containment, Tree
@@ -39,15 +41,24 @@ GENESIS_KEY = content_key({"kind": "decision", "decision": "genesis"})
 SETTLE_KEY = content_key({"kind": "decision", "decision": "settle"})
 
 
+DURABLE_OPTIONS = ("budget_usd", "containment", "max_in_flight_exposure_usd", "strict_pricing", "allow_unpriced")
+"""Run options fixed at the run's start: journaled in its genesis entry, read back by every resume."""
+
+
 @dataclass(frozen=True)
 class RunOptions:
+    """How one segment runs. Durable options left at None mean "as stored" on a resume."""
+
     budget_usd: float | None = None
     containment: Containment | None = None
     deadline_s: float | None = None
     max_in_flight_exposure_usd: float | None = None
-    strict_pricing: bool = False
+    strict_pricing: bool | None = None
+    allow_unpriced: bool | None = None
     dry_run: bool = False
     invalidate: tuple[int, ...] = ()
+    resume: bool = False
+    """A resume of a run that must already exist (`engine.resume`), not a start."""
 
 
 def _deadline(opts: RunOptions) -> float | None:
@@ -69,32 +80,61 @@ def check_compatibility(run_id: str, entries: list[JournalEntry]) -> None:
             )
 
 
-@contextlib.asynccontextmanager
-async def leased(engine: Engine, run_id: str, dry_run: bool) -> AsyncIterator[Lease | None]:
-    """Hold the run's lease for the segment, renewing at a third of the TTL."""
-    store = await engine.store()
-    if dry_run or not isinstance(store, LeasableStore):
-        yield None
-        return
-    from tether.stores.leases import current_owner
+def genesis_of(entries: list[JournalEntry]) -> JournalEntry | None:
+    return next((e for e in entries if e.key == GENESIS_KEY and e.scope == ""), None)
 
-    lease = await store.acquire(run_id, current_owner(), engine.lease_ttl_s)
-    holder = {"lease": lease}
 
-    async def renew() -> None:
-        while True:
-            await asyncio.sleep(engine.lease_ttl_s / 3)
-            holder["lease"] = await store.renew(holder["lease"])
+def _stored(name: str, value: Any) -> Any:
+    if name == "containment" and isinstance(value, dict):
+        return Containment(**value)
+    return value
 
-    task = asyncio.create_task(renew())
-    try:
-        yield lease
-    finally:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-        with contextlib.suppress(TetherError):
-            await store.release(holder["lease"])
+
+def durable_options(run_id: str, opts: RunOptions, genesis: JournalEntry | None) -> RunOptions:
+    """The segment's options: what the genesis fixed wins; a conflicting explicit value is refused."""
+    started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else None
+    if started is None:
+        return opts
+    fixed: dict[str, Any] = {}
+    for name in DURABLE_OPTIONS:
+        if name not in started:
+            continue  # a journal older than this option: the caller's value (or the default) holds
+        stored, given = _stored(name, started[name]), getattr(opts, name)
+        if given is not None and given != stored:
+            raise ConfigError(
+                f"run {run_id!r} was started with {name}={stored!r}; options fixed at a run's start are kept "
+                f"by every resume. Omit {name}= (or pass the same value), or start a new run for {given!r}.",
+                run_id=run_id, option=name, stored=started[name],
+            )
+        fixed[name] = stored
+    return dataclasses.replace(opts, **fixed)
+
+
+def _ceiling(opts: RunOptions) -> float | None:
+    budget, c = opts.budget_usd, opts.containment
+    if c is not None and c.max_usd is not None:
+        return c.max_usd if budget is None else min(budget, c.max_usd)
+    return budget
+
+
+def _genesis(engine: Engine, wf: Workflow, args_json: Any, opts: RunOptions) -> JournalEntry:
+    c = opts.containment
+    return JournalEntry(
+        kind="decision",
+        key=GENESIS_KEY,
+        label="genesis",
+        started_at=engine.clock(),
+        value={
+            "decision": "genesis",
+            "workflow": wf.name,
+            "args_hash": content_key(args_json),
+            "budget_usd": opts.budget_usd,
+            "containment": dataclasses.asdict(c) if c is not None else None,
+            "max_in_flight_exposure_usd": opts.max_in_flight_exposure_usd,
+            "strict_pricing": bool(opts.strict_pricing),
+            "allow_unpriced": bool(opts.allow_unpriced),
+        },
+    )
 
 
 async def drive(
@@ -105,67 +145,71 @@ async def drive(
     args: dict[str, Any] | None,
     opts: RunOptions,
 ) -> RunOutcome:
+    """One segment: lease, then load (so the journal read is the head), fold, run the body, settle."""
+    try:
+        return await _drive(engine, handle, events, wf, args, opts)
+    finally:
+        events.close()
+
+
+async def _drive(
+    engine: Engine,
+    handle: RunHandle,
+    events: EventStream,
+    wf: Workflow,
+    args: dict[str, Any] | None,
+    opts: RunOptions,
+) -> RunOutcome:
     store = await engine.store()
     run_id = handle.run_id
-    entries = await store.load(run_id)
-    check_compatibility(run_id, entries)
-    meta = await store.get_meta(run_id)
-    if args is None:
-        args = dict(meta.args) if meta is not None and isinstance(meta.args, dict) else {}
-    args_json = to_jsonable(args, what="workflow args")
-    index = JournalIndex.build(entries, opts.invalidate)
-    genesis = next((e for e in entries if e.key == GENESIS_KEY and e.scope == ""), None)
-    budget = opts.budget_usd
-    started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else {}
-    if budget is None:
-        budget = started.get("budget_usd")
-    c = opts.containment
-    if c is None and isinstance(started.get("containment"), dict):
-        c = Containment(**started["containment"])  # caps are fixed at the run's start, resumes keep them
-    opts = dataclasses.replace(opts, containment=c)
-    if c is not None and c.max_usd is not None:
-        budget = c.max_usd if budget is None else min(budget, c.max_usd)
-    root = Account(budget, name="run")
-    root.restore(spent_under(entries, None))
-    async with leased(engine, run_id, opts.dry_run) as lease:
+    keeper = None if opts.dry_run or not isinstance(store, LeasableStore) else LeaseKeeper(
+        store, run_id, engine.lease_ttl_s
+    )
+    async with keeper if keeper is not None else contextlib.nullcontext():
+        entries = await store.load(run_id)
+        check_compatibility(run_id, entries)
+        meta = await store.get_meta(run_id)
+        if (opts.resume or opts.dry_run) and not entries and meta is None:
+            raise RunNotFoundError(
+                f"no run {run_id!r} in this store; nothing was started. Check the run id (tether runs lists "
+                f"them) and the store URL, or start the run with engine.run(...).",
+                run_id=run_id,
+            )
+        if args is None:
+            args = dict(meta.args) if meta is not None and isinstance(meta.args, dict) else {}
+        args_json = to_jsonable(args, what="workflow args")
+        genesis = genesis_of(entries)
+        opts = durable_options(run_id, opts, genesis)
+        budget = _ceiling(opts)
+        root = Account(budget, name="run")
+        root.restore(spent_under(entries, None))
         seg = Segment(
             engine=engine,
             run_id=run_id,
             workflow=wf.name,
             store=store,
-            index=index,
+            index=JournalIndex.build(entries, opts.invalidate),
             events=events,
             root=root,
             dry_run=opts.dry_run,
-            lease=lease,
-            strict_pricing=opts.strict_pricing,
+            lease=keeper.lease if keeper is not None else None,
+            strict_pricing=bool(opts.strict_pricing),
+            allow_unpriced=bool(opts.allow_unpriced),
             exposure=(
                 ExposureGate(opts.max_in_flight_exposure_usd, root)
                 if opts.max_in_flight_exposure_usd is not None
                 else None
             ),
         )
+        if keeper is not None:
+            keeper.on_lost(seg.lose)
         seg.tree = Tree(seg, opts.containment, engine.concurrency)
         agents = AgentCall(seg)
         ctx = Ctx(seg, agents)
         agents.ctx = ctx
         handle._attach(seg)
         if seg.index.match("", GENESIS_KEY) is None and not opts.dry_run:
-            seg.defer(
-                JournalEntry(
-                    kind="decision",
-                    key=GENESIS_KEY,
-                    label="genesis",
-                    started_at=engine.clock(),
-                    value={
-                        "decision": "genesis",
-                        "workflow": wf.name,
-                        "args_hash": content_key(args_json),
-                        "budget_usd": budget,
-                        "containment": dataclasses.asdict(c) if c is not None else None,
-                    },
-                )
-            )
+            await seg.append(_genesis(engine, wf, args_json, opts))  # durable before any effect can run
         live_meta: RunMeta | None = None
         if not opts.dry_run:
             now = engine.clock()
@@ -180,19 +224,25 @@ async def drive(
                 updated_at=now,
                 segments=(meta.segments + 1) if meta else 1,
             )
-            await store.put_meta(live_meta)
+            await seg.put_meta(live_meta)
         events.emit("run:start", workflow=wf.name, resumed=bool(entries))
-        status, value, error = await _run_body(seg, ctx, wf, args, root, opts)
+        status, value, error = await _run_body(seg, ctx, wf, args, opts)
+        if seg.lease_lost is not None:
+            raise seg.lease_lost
         outcome = await _settle(seg, status, value, error, live_meta)
     events.emit("run:end", status=outcome.status, cost=outcome.cost.total_usd)
-    events.close()
     return outcome
 
 
-async def _run_body(
-    seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], root: Account, opts: RunOptions
-) -> tuple[RunStatus, Any, Any]:
-    frame = Frame(scope="", account=root, workflow=wf.name)
+def ceiling_stopped(seg: Segment) -> bool:
+    """Whether one of the run's own ceilings (its USD ceiling, the tree's tokens) stopped work."""
+    return seg.root.exhausted or seg.tree.tokens.exhausted
+
+
+async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], opts: RunOptions) -> tuple[
+    RunStatus, Any, Any
+]:
+    frame = Frame(scope="", account=seg.root, workflow=wf.name)
 
     async def body() -> Any:
         CURRENT_FRAME.set(frame)
@@ -213,13 +263,13 @@ async def _run_body(
         with contextlib.suppress(BaseException):
             await task
         if reason == "suspended":
-            # a reached ceiling outranks the parked branches: exhausted, with `pending` still listed
-            return ("exhausted" if root.signal.aborted else "suspended"), None, None
+            # a ceiling that stopped work outranks the parked branches: exhausted, with `pending` still listed
+            return ("exhausted" if ceiling_stopped(seg) else "suspended"), None, None
         return "cancelled", None, {"type": "Cancelled", "message": seg.cancel.reason or reason}
     exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
     if exc is None:
         value = task.result()
-        status: RunStatus = "exhausted" if root.signal.aborted else "ok"
+        status: RunStatus = "exhausted" if ceiling_stopped(seg) else "ok"
         return status, value, None
     if isinstance(exc, BudgetExhaustedError):
         return "exhausted", None, exc
@@ -262,7 +312,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
                 )
             )
         if meta is not None:
-            await seg.store.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
+            await seg.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
     cost = fold_cost(seg.index.entries)
     seg.stats.orphaned = [r.idempotency_key for r in await orphans(seg.store, seg.run_id)]
     return RunOutcome(
@@ -275,4 +325,5 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
         dropped=list(seg.dropped),
         pending=pending if status in ("suspended", "exhausted") else [],
         replay=seg.stats,
+        warnings=list(seg.warnings),
     )

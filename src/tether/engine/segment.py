@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
 from tether.budget.exposure import ExposureGate
-from tether.contracts.entries import JournalEntry, Lease
-from tether.contracts.errors import JournalMissError
+from tether.contracts.entries import JournalEntry, Lease, RunMeta
+from tether.contracts.errors import JournalMissError, JournalOrderViolation, LeaseHeldError, TetherError
 from tether.contracts.protocols import JournalStore
 from tether.contracts.signal import Signal
 from tether.engine.events import EventStream
@@ -80,10 +81,63 @@ class Segment:
     deferred: list[JournalEntry] = field(default_factory=list)
     pending_writes: list[asyncio.Future[Any]] = field(default_factory=list)
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    head: int = 0
+    """The last seq this segment knows; every append claims the next one, so a stale view is refused."""
+    lease_lost: TetherError | None = None
+    warnings: list[str] = field(default_factory=list)
+    allow_unpriced: bool = False
+    _warned: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
         self.next_agent_id = max(ids, default=0) + 1
+        self.head = max((e.seq or 0 for e in self.index.entries), default=0)
+
+    # -- the lease -----------------------------------------------------------------------------
+    def lose(self, error: TetherError) -> None:
+        """This segment no longer owns the run: stop everything, write nothing more."""
+        if self.lease_lost is None:
+            self.lease_lost = error
+            self.cancel.abort(f"lease lost: {error.message}")
+
+    def _fenced(self) -> None:
+        if self.lease_lost is not None:
+            raise self.lease_lost
+
+    async def _store_call(self, call: Any) -> Any:
+        """Run a fenced store write; a rejection by lease or seq means another driver owns the run."""
+        try:
+            return await call
+        except (LeaseHeldError, JournalOrderViolation) as exc:
+            self.lose(exc)
+            raise
+
+    async def put_blob(self, key: str, data: bytes) -> None:
+        """A fenced blob write (checkpoints) that finishes even if the caller is cancelled."""
+        if self.dry_run:
+            return
+        self._fenced()
+        await asyncio.shield(self._store_call(self.store.put_blob(key, data, self.lease)))
+
+    async def put_meta(self, meta: RunMeta) -> None:
+        self._fenced()
+        await self._store_call(self.store.put_meta(meta, self.lease))
+
+    def warn(self, key: str, message: str) -> None:
+        """A warning once per `key`: on the outcome, as an event and on the `tether` logger."""
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        self.warnings.append(message)
+        logging.getLogger("tether").warning("run %s: %s", self.run_id, message)
+        self.events.emit("warning", message=message)
+
+    def warn_unpriced(self, model: str) -> None:
+        self.warn(
+            f"unpriced:{model}",
+            f"model {model!r} has no price row; allow_unpriced=True lets it run under the USD ceiling, "
+            f"and its spend is not counted against it (its usage is itemized under cost.unpriced).",
+        )
 
     # -- journal -----------------------------------------------------------------------------
     async def append(self, entry: JournalEntry) -> JournalEntry:
@@ -110,13 +164,16 @@ class Segment:
     async def _write(self, entry: JournalEntry) -> JournalEntry:
         async with self.write_lock:
             await self.flush()
-            seq = await self.store.append(self.run_id, entry, self.lease)
-            return self._indexed(entry, seq)
+            self._fenced()
+            claimed = entry.model_copy(update={"seq": self.head + 1})
+            seq = await self._store_call(self.store.append(self.run_id, claimed, self.lease))
+            return self._indexed(claimed, seq)
 
     def _indexed(self, entry: JournalEntry, seq: int) -> JournalEntry:
-        stored = entry.model_copy(update={"seq": seq})
+        stored = entry if entry.seq == seq else entry.model_copy(update={"seq": seq})
         self.index.add(stored)
         self.appended += 1
+        self.head = max(self.head, seq)
         return stored
 
     def defer(self, entry: JournalEntry) -> None:
@@ -127,8 +184,10 @@ class Segment:
         """Write deferred facts; callers hold `write_lock` (or are the settle path)."""
         if not self.deferred or self.dry_run:
             return
-        batch, self.deferred = self.deferred, []
-        seqs = await asyncio.shield(self.store.append_many(self.run_id, batch, self.lease))
+        self._fenced()
+        batch = [e.model_copy(update={"seq": self.head + 1 + i}) for i, e in enumerate(self.deferred)]
+        self.deferred = []
+        seqs = await asyncio.shield(self._store_call(self.store.append_many(self.run_id, batch, self.lease)))
         for e, seq in zip(batch, seqs, strict=True):
             self._indexed(e, seq)
 

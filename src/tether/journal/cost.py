@@ -1,14 +1,27 @@
-"""The cost report: a pure fold over terminal entries, identical for a run and its replays."""
+"""The cost report: a pure fold over the journal, identical for a run and its replays.
+
+An agent invocation's spend comes from its terminal once it has one (the priced tally of every call
+it made, plus `orphaned_usd`: calls a crash cut off before they settled). An invocation without a
+terminal (its segment crashed, and no resume has finished it yet) is charged what its journaled
+turn draws say it spent, plus the priced worst case of every dispatch after its last draw: the
+provider may have billed those calls, and nothing journaled says otherwise. That worst-case part is
+`orphaned_usd`, and it is in `total_usd` and in every ceiling check of a resumed run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.usage import Usage
 from tether.journal.scope import is_under
+
+UNTYPED = "(untyped)"
+"""The `by_agent_type` bucket of agents started without an `agent_type`."""
 
 
 class CostReport(BaseModel):
@@ -22,40 +35,114 @@ class CostReport(BaseModel):
     by_role: dict[str, float] = Field(default_factory=dict)
     by_agent_type: dict[str, float] = Field(default_factory=dict)
     unpriced: dict[str, Usage] = Field(default_factory=dict)
+    orphaned_usd: float = 0.0
+    """Estimated spend of calls cut off by a crash (priced at their worst case); included in `total_usd`."""
     approximate: bool = False
     usage: Usage = Usage()
     provider_calls: int = 0
+
+
+@dataclass
+class AgentSpend:
+    """What one agent invocation spent, as the journal tells it."""
+
+    running: JournalEntry
+    settled: bool = False
+    costs: dict[str, float] = field(default_factory=dict)
+    orphaned: dict[str, float] = field(default_factory=dict)
+    through: int = 0
+    dispatches: list[tuple[int, str, float | None]] = field(default_factory=list)
+
+    @property
+    def usd(self) -> float:
+        return sum(self.costs.values()) + sum(self.orphaned.values())
 
 
 def _add(d: dict[str, float], k: str, v: float) -> None:
     d[k] = d.get(k, 0.0) + v
 
 
+def _floats(raw: Any) -> dict[str, float]:
+    return {str(k): float(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def dispatch_value(entry: JournalEntry) -> dict[str, Any] | None:
+    """The payload of a `dispatch` fact (written before a provider call leaves), else None."""
+    if entry.kind == "decision" and isinstance(entry.value, dict) and entry.value.get("decision") == "dispatch":
+        return entry.value
+    return None
+
+
+def is_draw(entry: JournalEntry) -> bool:
+    return entry.kind == "tree" and isinstance(entry.value, dict) and entry.value.get("kind") == "budget_draw"
+
+
+def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
+    """Every agent invocation's spend, settled or not, in the order the invocations started."""
+    by_seq: dict[int, AgentSpend] = {}
+    by_agent: dict[int, AgentSpend] = {}
+    for e in entries:
+        if e.kind == "agent":
+            if e.status == "running" and e.ref is None and e.seq is not None:
+                spend = AgentSpend(e)
+                by_seq[e.seq] = spend
+                if e.agent_id is not None:
+                    by_agent[e.agent_id] = spend
+            elif e.ref is not None and e.ref in by_seq and not by_seq[e.ref].settled:
+                spend = by_seq[e.ref]
+                spend.settled = True
+                spend.costs = _floats(getattr(e, "costs", None))
+                if not spend.costs and e.cost_usd:
+                    spend.costs = {e.served_by or "": float(e.cost_usd)}
+                spend.orphaned = _floats(getattr(e, "orphaned", None))
+            continue
+        open_spend = by_agent.get(e.agent_id if e.agent_id is not None else -1)
+        if open_spend is None or open_spend.settled:
+            continue
+        if is_draw(e):
+            for model, usd in _floats(getattr(e, "costs", None)).items():
+                _add(open_spend.costs, model, usd)
+            open_spend.through = max(open_spend.through, int(getattr(e, "through", 0) or 0))
+        elif (d := dispatch_value(e)) is not None:
+            worst = d.get("worst_usd")
+            open_spend.dispatches.append((int(d.get("call", 0)), str(d.get("model", "")),
+                                          None if worst is None else float(worst)))
+    spends = list(by_seq.values())
+    for spend in spends:
+        if not spend.settled:
+            for n, model, worst in spend.dispatches:
+                if n > spend.through and worst:
+                    _add(spend.orphaned, model, worst)
+    return spends
+
+
 def fold_cost(entries: Iterable[JournalEntry]) -> CostReport:
-    """Sum what every terminal recorded: spend counts once per terminal, never per redispatch."""
-    total = 0.0
+    """Sum what every invocation spent: once per invocation, never per redispatch."""
+    entries = list(entries)
     by_model: dict[str, float] = {}
     by_phase: dict[str, float] = {}
     by_role: dict[str, float] = {}
     by_type: dict[str, float] = {}
+    total = orphaned = 0.0
+    for spend in agent_spend(entries):
+        usd = spend.usd
+        total += usd
+        orphaned += sum(spend.orphaned.values())
+        for model, v in (*spend.costs.items(), *spend.orphaned.items()):
+            _add(by_model, model, v)
+        run = spend.running
+        _add(by_phase, run.phase or "", usd)
+        _add(by_role, run.role or "loop", usd)
+        _add(by_type, run.agent_type or UNTYPED, usd)
     unpriced: dict[str, Usage] = {}
     usage = Usage()
-    approximate = False
+    approximate = orphaned > 0
     calls = 0
     for e in entries:
         if e.ref is None or e.kind != "agent" or e.status == "running":
             continue
-        costs = getattr(e, "costs", None) or {}
-        for model, usd in costs.items():
-            _add(by_model, model, float(usd))
-        spent = float(e.cost_usd or 0.0)
-        total += spent
-        _add(by_phase, e.phase or "", spent)
-        _add(by_role, e.role or "loop", spent)
-        _add(by_type, e.agent_type or "", spent)
         for model, raw in (getattr(e, "unpriced", None) or {}).items():
-            u = Usage.model_validate(raw)
-            unpriced[model] = unpriced.get(model, Usage()) + u
+            unpriced[model] = unpriced.get(model, Usage()) + Usage.model_validate(raw)
         if e.usage is not None:
             usage = usage + e.usage
             approximate = approximate or e.usage.approximate
@@ -65,8 +152,9 @@ def fold_cost(entries: Iterable[JournalEntry]) -> CostReport:
         by_model=by_model,
         by_phase={k: v for k, v in by_phase.items() if k},
         by_role=by_role,
-        by_agent_type={k: v for k, v in by_type.items() if k},
+        by_agent_type=by_type,
         unpriced=unpriced,
+        orphaned_usd=round(orphaned, 10),
         approximate=approximate,
         usage=usage,
         provider_calls=calls,
@@ -74,9 +162,5 @@ def fold_cost(entries: Iterable[JournalEntry]) -> CostReport:
 
 
 def spent_under(entries: Iterable[JournalEntry], scope: str | None) -> float:
-    """Spend folded from terminal entries only (under `scope`, or the whole run for None)."""
-    total = 0.0
-    for e in entries:
-        if e.ref is not None and e.kind == "agent" and e.cost_usd and (scope is None or is_under(e.scope, scope)):
-            total += e.cost_usd
-    return total
+    """Spend of every invocation under `scope` (the whole run for None), orphaned dispatches included."""
+    return sum(s.usd for s in agent_spend(entries) if scope is None or is_under(s.running.scope, scope))

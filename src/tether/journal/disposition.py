@@ -24,7 +24,9 @@ def disposition(dispatch: JournalEntry, terminal: JournalEntry | None, *, abando
     status = terminal.status
     if status == "ok":
         return "replay"
-    if status == "cancelled" or status == "exhausted":
+    if status == "exhausted":
+        return "replay" if terminal.memoized else "rerun"  # a child that returned despite its ceiling
+    if status == "cancelled":
         return "rerun"
     if status in ("limit", "error"):
         kind = (terminal.error or {}).get("kind")

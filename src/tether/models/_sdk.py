@@ -60,7 +60,7 @@ def build_caps(
         max_output_tokens=min(traits.max_output_tokens, window),
         structured_output=traits.structured_output,
         efforts=traits.efforts,
-        price=bundled_price(adapter, model),
+        price=bundled_price(provider_id or adapter, model),
     )
 
 

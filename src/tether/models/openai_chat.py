@@ -93,10 +93,14 @@ class OpenAICompatibleModel(SdkAdapter[openai.AsyncOpenAI]):
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
         model_caps: CapsOverride = None,
+        price_provider: str | None = None,
     ) -> None:
+        """`price_provider` names the genai-prices provider whose rows price this server's models
+        (e.g. "groq", "openrouter"); by default the adapter id is tried as one."""
         # Without `api_key` a placeholder is sent: the SDK would otherwise forward OPENAI_API_KEY.
         super().__init__(api_key=api_key or "unused", base_url=base_url, client=client, model_caps=model_caps)
         self.id = id
+        self.prices_provider = price_provider or id
 
     def traits(self, model: str) -> Traits:
         return DEFAULT_TRAITS

@@ -21,13 +21,11 @@ from urllib.parse import quote
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import ConfigError, JournalCorruptError
+from tether.stores.codec import EntryDecoder, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
-    effect_json,
     new_lease,
-    number_entries,
-    parse_entry,
     releases,
     renewed,
 )
@@ -67,9 +65,11 @@ def _scan(path: Path, data: bytes, parse: Callable[[bytes, int, int], T]) -> tup
 
 
 def _journal_parser(path: Path) -> Callable[[bytes, int, int], JournalEntry]:
+    decoder = EntryDecoder(path.name.removesuffix(".jsonl"))
+
     def parse(line: bytes, lineno: int, seq: int) -> JournalEntry:
         try:
-            entry = parse_entry(line, f"line {lineno} of {path}")
+            entry = decoder.parse(line, f"line {lineno} (seq {seq}) of {path}")
         except JournalCorruptError as exc:
             if exc.data.get("unparsable"):
                 raise _Unparsable from None
@@ -214,8 +214,7 @@ class JsonlStore:
     ) -> list[int]:
         path = self._file(run_id, ".jsonl")
         with self._locked(run_id):
-            if lease is not None:
-                check_fence(run_id, lease, self._held(run_id), self._clock())
+            self._fenced(run_id, lease)
             if not entries:
                 return []
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -246,10 +245,16 @@ class JsonlStore:
             return []
         return _scan(path, data, _journal_parser(path))[0]
 
-    async def put_meta(self, meta: RunMeta) -> None:
-        _atomic_write(
-            self._file(meta.run_id, ".meta.json"), meta.model_dump_json().encode(), self._fsync
-        )
+    def _fenced(self, run_id: str, lease: Lease | None) -> None:
+        if lease is not None:
+            check_fence(run_id, lease, self._held(run_id), self._clock())
+
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        with self._locked(meta.run_id):
+            self._fenced(meta.run_id, lease)
+            _atomic_write(
+                self._file(meta.run_id, ".meta.json"), meta.model_dump_json().encode(), self._fsync
+            )
 
     def _read_meta(self, path: Path) -> RunMeta:
         try:
@@ -291,8 +296,13 @@ class JsonlStore:
             name = "h-" + uuid.uuid5(uuid.NAMESPACE_URL, key).hex
         return self.dir / "blobs" / name
 
-    async def put_blob(self, key: str, data: bytes) -> None:
-        _atomic_write(self._blob(key), bytes(data), self._fsync)
+    async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
+        if lease is None:
+            _atomic_write(self._blob(key), bytes(data), self._fsync)
+            return
+        with self._locked(lease.run_id):
+            self._fenced(lease.run_id, lease)
+            _atomic_write(self._blob(key), bytes(data), self._fsync)
 
     async def get_blob(self, key: str) -> bytes | None:
         try:

@@ -1,31 +1,19 @@
 """Fencing shared by every store: who may append (lease liveness, epochs) and what (the next seq).
 
-Invariant 13 rejects stale writers by seq *and* by lease epoch; both checks, and the one codec for
-stored entries, live here so every backend applies the same rules inside its own transaction.
+Invariant 13 rejects stale writers by seq *and* by lease epoch; the epoch check lives here and the seq
+check in `codec.number_entries`, so every backend applies the same rules inside its own transaction.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
 
-from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
-
-from tether.contracts.entries import JournalEntry, Lease, LeaseOwner
-from tether.contracts.errors import (
-    ConfigError,
-    JournalCorruptError,
-    JournalOrderViolation,
-    LeaseHeldError,
-    NonSerializableValueError,
-)
+from tether.contracts.entries import Lease, LeaseOwner
+from tether.contracts.errors import ConfigError, LeaseHeldError
 
 
 def local_host() -> str:
@@ -167,97 +155,3 @@ def renewed(lease: Lease, held: Lease | None, now: float) -> Lease:
 def releases(lease: Lease, held: Lease | None) -> bool:
     """Whether releasing `lease` clears `held` (a stale release is a silent no-op)."""
     return held is not None and held.epoch == lease.epoch
-
-
-def entry_json(entry: JournalEntry, seq: int) -> str:
-    """The stored text of an entry: its `to_json_dict()` with `seq` filled in, as compact JSON."""
-    try:
-        return entry.model_copy(update={"seq": seq}).model_dump_json(exclude_none=True)
-    except (PydanticSerializationError, ValueError, TypeError) as exc:
-        raise NonSerializableValueError(
-            f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
-            f"({exc}); nothing was appended. Journal plain JSON data or pydantic models.",
-            kind=entry.kind,
-        ) from None
-
-
-def number_entries(
-    run_id: str, last_seq: int, entries: Sequence[JournalEntry]
-) -> list[tuple[int, str]]:
-    """(seq, json) rows for a batch after `last_seq`; one entry out of order fails the batch."""
-    rows: list[tuple[int, str]] = []
-    for i, entry in enumerate(entries):
-        seq = last_seq + 1 + i
-        if entry.seq is not None and entry.seq != seq:
-            raise JournalOrderViolation(
-                f"journal order: run '{run_id}' expects seq {seq} next but the entry carries seq "
-                f"{entry.seq}; nothing from this batch was appended. Another writer appended "
-                f"first: reload the journal, or leave seq unset so the store assigns it.",
-                run_id=run_id,
-                expected=seq,
-                got=entry.seq,
-            )
-        if entry.ref is not None and not 0 < entry.ref < seq:
-            raise JournalOrderViolation(
-                f"journal order: the entry for seq {seq} of run '{run_id}' refs seq {entry.ref}, "
-                f"which is not an earlier entry; nothing from this batch was appended. A ref "
-                f"must name the seq the entry closes.",
-                run_id=run_id,
-                seq=seq,
-                ref=entry.ref,
-            )
-        rows.append((seq, entry_json(entry, seq)))
-    return rows
-
-
-def effect_json(run_id: str, row: Mapping[str, Any]) -> str:
-    """The stored text of an effect-ledger row (compact JSON); a non-JSON value is a typed error."""
-    try:
-        return json.dumps(dict(row), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise NonSerializableValueError(
-            f"effect-ledger row for run '{run_id}' is not JSON-serializable ({exc}); nothing was "
-            f"written. Pass plain JSON data (e.g. ToolEffectRecord.model_dump(mode='json')).",
-            run_id=run_id,
-        ) from None
-
-
-def parse_entry(text: str | bytes, where: str) -> JournalEntry:
-    """Parse one stored entry; failure is `JournalCorruptError` (data `unparsable` if not JSON)."""
-    try:
-        return JournalEntry.model_validate_json(text)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        problem = f"{err['msg']} at {'.'.join(map(str, err['loc'])) or 'top level'}"
-        raise JournalCorruptError(
-            f"journal corrupt: {where} is not a valid journal entry ({problem}). Restore the "
-            f"store from a backup, or delete the run and start it again.",
-            where=where,
-            unparsable=err["type"] == "json_invalid",
-        ) from None
-
-
-def decode_rows(run_id: str, rows: Sequence[tuple[int, str | bytes]], location: str) -> list[JournalEntry]:
-    """Decode a run's stored rows (seq order) and refuse a journal with gaps, naming where it lives."""
-    out = [decode_entry(text, seq, f"seq {seq} of run '{run_id}' in {location}") for seq, text in rows]
-    if out and out[-1].seq != len(out):
-        raise JournalCorruptError(
-            f"journal corrupt: run '{run_id}' in {location} has gaps (last seq {out[-1].seq}, "
-            f"{len(out)} entries). Restore it from a backup.",
-            run_id=run_id,
-        )
-    return out
-
-
-def decode_entry(text: str | bytes, seq: int, where: str) -> JournalEntry:
-    """Parse one stored entry and check it sits at `seq`; anything else is `JournalCorruptError`."""
-    entry = parse_entry(text, where)
-    if entry.seq != seq:
-        raise JournalCorruptError(
-            f"journal corrupt: {where} holds seq {entry.seq} where seq {seq} belongs; the "
-            f"journal was edited or mixed with another run's. Restore it from a backup.",
-            where=where,
-            seq=seq,
-            found=entry.seq,
-        )
-    return entry

@@ -9,12 +9,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
+from tether.stores.codec import decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
-    effect_json,
     new_lease,
-    number_entries,
     releases,
     renewed,
 )
@@ -45,8 +44,7 @@ class MemoryStore:
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
-        if lease is not None:
-            check_fence(run_id, lease, self._leases.get(run_id), self._clock())
+        self._fenced(run_id, lease)
         if not entries:
             return []
         log = self._entries.setdefault(run_id, [])
@@ -54,10 +52,16 @@ class MemoryStore:
         log.extend(text for _, text in rows)
         return [seq for seq, _ in rows]
 
-    async def load(self, run_id: str) -> list[JournalEntry]:
-        return [JournalEntry.model_validate_json(t) for t in self._entries.get(run_id, [])]
+    def _fenced(self, run_id: str, lease: Lease | None) -> None:
+        if lease is not None:
+            check_fence(run_id, lease, self._leases.get(run_id), self._clock())
 
-    async def put_meta(self, meta: RunMeta) -> None:
+    async def load(self, run_id: str) -> list[JournalEntry]:
+        rows = list(enumerate(self._entries.get(run_id, []), start=1))
+        return decode_rows(run_id, rows, "the memory store")
+
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        self._fenced(meta.run_id, lease)
         self._meta[meta.run_id] = meta.model_copy(deep=True)
 
     async def get_meta(self, run_id: str) -> RunMeta | None:
@@ -72,7 +76,9 @@ class MemoryStore:
         for table in (self._entries, self._meta, self._effects, self._leases):
             table.pop(run_id, None)
 
-    async def put_blob(self, key: str, data: bytes) -> None:
+    async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
+        if lease is not None:
+            self._fenced(lease.run_id, lease)
         self._blobs[key] = bytes(data)
 
     async def get_blob(self, key: str) -> bytes | None:

@@ -15,14 +15,12 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import ConfigError
+from tether.contracts.errors import ConfigError, StoreUnavailableError
+from tether.stores.codec import decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
-    decode_rows,
-    effect_json,
     new_lease,
-    number_entries,
     releases,
     renewed,
 )
@@ -144,19 +142,40 @@ class PostgresStore:
             return self._pool
 
     @asynccontextmanager
+    async def _driver(self) -> AsyncIterator[None]:
+        """psycopg's connection failures as a typed, retryable error naming the DSN without its password."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            yield
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            why = " ".join(str(exc).split()).rstrip(".?")
+            raise StoreUnavailableError(
+                f"PostgreSQL store {_redacted(self.dsn)} is unavailable ({why}); nothing was written. "
+                f"Check that the server is up and reachable, then retry or resume the run.",
+                dsn=_redacted(self.dsn),
+            ) from None
+
+    @asynccontextmanager
     async def _tx(self, run_id: str | None = None) -> AsyncIterator[AsyncConnection[Any]]:
         """A pooled connection in a transaction, holding `run_id`'s advisory lock if given."""
         pool = await self._ready()
-        async with pool.connection() as conn, conn.transaction():
+        async with self._driver(), pool.connection() as conn, conn.transaction():
             if run_id is not None:
                 await conn.execute(self._sql["lock"], (run_id,))
             yield conn
 
     async def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         pool = await self._ready()
-        async with pool.connection() as conn:
+        async with self._driver(), pool.connection() as conn:
             cur = await conn.execute(self._sql[query], params)
             return await cur.fetchall()
+
+    async def _fenced(self, conn: AsyncConnection[Any], run_id: str, lease: Lease | None) -> None:
+        if lease is not None:
+            _, held = await self._head(conn, run_id)
+            check_fence(run_id, lease, held, self._clock())
 
     async def _head(self, conn: AsyncConnection[Any], run_id: str) -> tuple[int, Lease | None]:
         """The run's last seq and current lease, read under its advisory lock."""
@@ -196,8 +215,9 @@ class PostgresStore:
         rows = await self._rows("load", (run_id,))
         return decode_rows(run_id, rows, f"postgres schema {self.schema}")
 
-    async def put_meta(self, meta: RunMeta) -> None:
-        async with self._tx() as conn:
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        async with self._tx(meta.run_id if lease is not None else None) as conn:
+            await self._fenced(conn, meta.run_id, lease)
             await conn.execute(
                 self._sql["meta_put"], (meta.run_id, meta.created_at, meta.model_dump_json())
             )
@@ -214,8 +234,10 @@ class PostgresStore:
             for statement in self._deletes:
                 await conn.execute(statement, (run_id,))
 
-    async def put_blob(self, key: str, data: bytes) -> None:
-        async with self._tx() as conn:
+    async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
+        async with self._tx(lease.run_id if lease is not None else None) as conn:
+            if lease is not None:
+                await self._fenced(conn, lease.run_id, lease)
             await conn.execute(self._sql["blob_put"], (key, bytes(data)))
 
     async def get_blob(self, key: str) -> bytes | None:

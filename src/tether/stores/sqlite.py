@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
+from tether.contracts.errors import JournalCorruptError, StoreUnavailableError
+from tether.stores.codec import decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
-    decode_rows,
-    effect_json,
     new_lease,
-    number_entries,
     releases,
     renewed,
 )
@@ -62,20 +61,58 @@ class SqliteStore:
         self.path = str(path)
         self._clock = clock
         self._lock = threading.Lock()  # one connection; guard it should several threads share us
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = NORMAL")
+        with self._driver():
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            self._wal(busy_timeout_s)
+            self._conn.execute("PRAGMA synchronous = NORMAL")
         with self._tx() as c:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     c.execute(statement)
             c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
+    def _wal(self, patience_s: float) -> None:
+        """Switch to WAL; a process creating the same new file at once can make this report busy
+        without waiting on the busy timeout, so retry for a while."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    @contextmanager
+    def _driver(self) -> Iterator[None]:
+        """sqlite3's errors as typed ones that name the file: corrupt data versus an unusable file."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailableError(
+                f"SQLite store {self.path} cannot be used right now ({exc}). Check that the file and "
+                f"its directory are writable and that no other program holds a lock on it too long.",
+                path=self.path,
+            ) from None
+        except sqlite3.DatabaseError as exc:
+            raise JournalCorruptError(
+                f"SQLite store {self.path} is not a readable SQLite database ({exc}); it may be truncated "
+                f"or overwritten. Nothing was changed: restore the file from a backup, or point the store "
+                f"at another path.",
+                path=self.path,
+            ) from None
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._driver():
+            yield self._conn
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taking the write lock up front (no lock-upgrade deadlocks)."""
-        with self._lock:
+        with self._lock, self._driver():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -84,6 +121,10 @@ class SqliteStore:
                 c.execute("ROLLBACK")
                 raise
             c.execute("COMMIT")
+
+    def _fenced(self, c: sqlite3.Connection, run_id: str, lease: Lease | None) -> None:
+        if lease is not None:
+            check_fence(run_id, lease, self._held(c, run_id), self._clock())
 
     def _held(self, c: sqlite3.Connection, run_id: str) -> Lease | None:
         row = c.execute(
@@ -101,8 +142,7 @@ class SqliteStore:
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
         with self._tx() as c:
-            if lease is not None:
-                check_fence(run_id, lease, self._held(c, run_id), self._clock())
+            self._fenced(c, run_id, lease)
             if not entries:
                 return []
             (last,) = c.execute(
@@ -116,14 +156,13 @@ class SqliteStore:
         return [seq for seq, _ in rows]
 
     async def load(self, run_id: str) -> list[JournalEntry]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT seq, json FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
-            ).fetchall()
+        with self._read() as c:
+            rows = c.execute("SELECT seq, json FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
         return decode_rows(run_id, rows, str(self.path))
 
-    async def put_meta(self, meta: RunMeta) -> None:
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         with self._tx() as c:
+            self._fenced(c, meta.run_id, lease)
             c.execute(
                 "INSERT INTO meta (run_id, created_at, json) VALUES (?, ?, ?) ON CONFLICT (run_id)"
                 " DO UPDATE SET created_at = excluded.created_at, json = excluded.json",
@@ -131,15 +170,13 @@ class SqliteStore:
             )
 
     async def get_meta(self, run_id: str) -> RunMeta | None:
-        with self._lock:
-            row = self._conn.execute("SELECT json FROM meta WHERE run_id = ?", (run_id,)).fetchone()
+        with self._read() as c:
+            row = c.execute("SELECT json FROM meta WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else RunMeta.model_validate_json(row[0])
 
     async def list_runs(self, *, limit: int = 100) -> list[RunMeta]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT json FROM meta ORDER BY created_at DESC, run_id LIMIT ?", (limit,)
-            ).fetchall()
+        with self._read() as c:
+            rows = c.execute("SELECT json FROM meta ORDER BY created_at DESC, run_id LIMIT ?", (limit,)).fetchall()
         return [RunMeta.model_validate_json(r[0]) for r in rows]
 
     async def delete(self, run_id: str) -> None:
@@ -147,13 +184,15 @@ class SqliteStore:
             for table in ("entries", "meta", "effects", "leases"):
                 c.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
-    async def put_blob(self, key: str, data: bytes) -> None:
+    async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
         with self._tx() as c:
+            if lease is not None:
+                self._fenced(c, lease.run_id, lease)
             c.execute("INSERT OR REPLACE INTO blobs (key, data) VALUES (?, ?)", (key, bytes(data)))
 
     async def get_blob(self, key: str) -> bytes | None:
-        with self._lock:
-            row = self._conn.execute("SELECT data FROM blobs WHERE key = ?", (key,)).fetchone()
+        with self._read() as c:
+            row = c.execute("SELECT data FROM blobs WHERE key = ?", (key,)).fetchone()
         return None if row is None else bytes(row[0])
 
     async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
@@ -162,10 +201,8 @@ class SqliteStore:
             c.execute("INSERT INTO effects (run_id, json) VALUES (?, ?)", (run_id, text))
 
     async def load_effects(self, run_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT json FROM effects WHERE run_id = ? ORDER BY id", (run_id,)
-            ).fetchall()
+        with self._read() as c:
+            rows = c.execute("SELECT json FROM effects WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
         return [json.loads(r[0]) for r in rows]
 
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:

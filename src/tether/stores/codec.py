@@ -1,0 +1,172 @@
+"""The one codec for stored entries and ledger rows: numbering, checksums, and decoding with typed errors.
+
+Every entry is stored as compact JSON whose last member is `"checksum"`: the first 32 hex digits of
+the sha256 of the entry's serialized bytes without that member. Loads verify it before parsing, so a
+flipped byte anywhere in an entry (its output, its `cost_usd`) is a `JournalCorruptError` naming the
+run, the seq and where the entry lives; nothing is rewritten. Entries written before checksums
+existed still load, but once a run's journal holds a checksummed entry, every later one must carry
+one too (stripping the member is corruption as well).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+
+from tether.contracts.entries import JournalEntry
+from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
+
+CHECKSUM_DIGITS = 32
+_MEMBER = b',"checksum":"'
+_SUFFIX_LEN = len(_MEMBER) + CHECKSUM_DIGITS + 2  # ,"checksum":"<digits>"}
+
+
+def checksum(body: bytes) -> str:
+    """The checksum of an entry's serialized bytes (without its checksum member)."""
+    return hashlib.sha256(body).hexdigest()[:CHECKSUM_DIGITS]
+
+
+def entry_json(entry: JournalEntry, seq: int) -> str:
+    """The stored text of an entry: compact JSON with `seq` filled in and the checksum member last."""
+    try:
+        body = entry.model_copy(update={"seq": seq}).model_dump_json(exclude_none=True, exclude={"checksum"})
+    except (PydanticSerializationError, ValueError, TypeError) as exc:
+        raise NonSerializableValueError(
+            f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
+            f"({exc}); nothing was appended. Journal plain JSON data or pydantic models.",
+            kind=entry.kind,
+        ) from None
+    return f'{body[:-1]},"checksum":"{checksum(body.encode())}"}}'
+
+
+def number_entries(
+    run_id: str, last_seq: int, entries: Sequence[JournalEntry]
+) -> list[tuple[int, str]]:
+    """(seq, json) rows for a batch after `last_seq`; one entry out of order fails the batch."""
+    rows: list[tuple[int, str]] = []
+    for i, entry in enumerate(entries):
+        seq = last_seq + 1 + i
+        if entry.seq is not None and entry.seq != seq:
+            raise JournalOrderViolation(
+                f"journal order: run '{run_id}' expects seq {seq} next but the entry carries seq "
+                f"{entry.seq}; nothing from this batch was appended. Another writer appended "
+                f"first: reload the journal, or leave seq unset so the store assigns it.",
+                run_id=run_id,
+                expected=seq,
+                got=entry.seq,
+            )
+        if entry.ref is not None and not 0 < entry.ref < seq:
+            raise JournalOrderViolation(
+                f"journal order: the entry for seq {seq} of run '{run_id}' refs seq {entry.ref}, "
+                f"which is not an earlier entry; nothing from this batch was appended. A ref "
+                f"must name the seq the entry closes.",
+                run_id=run_id,
+                seq=seq,
+                ref=entry.ref,
+            )
+        rows.append((seq, entry_json(entry, seq)))
+    return rows
+
+
+def effect_json(run_id: str, row: Mapping[str, Any]) -> str:
+    """The stored text of an effect-ledger row (compact JSON); a non-JSON value is a typed error."""
+    try:
+        return json.dumps(dict(row), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise NonSerializableValueError(
+            f"effect-ledger row for run '{run_id}' is not JSON-serializable ({exc}); nothing was "
+            f"written. Pass plain JSON data (e.g. ToolEffectRecord.model_dump(mode='json')).",
+            run_id=run_id,
+        ) from None
+
+
+def _split_checksum(raw: bytes) -> tuple[bytes, bytes | None]:
+    """(the entry's bytes without its checksum member, the stored digits or None if it has none)."""
+    if len(raw) > _SUFFIX_LEN and raw.endswith(b'"}'):
+        at = len(raw) - _SUFFIX_LEN
+        if raw[at : at + len(_MEMBER)] == _MEMBER:
+            return raw[:at] + b"}", raw[at + len(_MEMBER) : -2]
+    return raw, None
+
+
+class EntryDecoder:
+    """Decodes one run's stored entries in seq order, verifying checksums (and that none was stripped)."""
+
+    def __init__(self, run_id: str | None = None) -> None:
+        self.run_id = run_id
+        self._checksummed = False
+
+    def parse(self, text: str | bytes, where: str) -> JournalEntry:
+        """One stored entry; failure is `JournalCorruptError` (data `unparsable` if not JSON)."""
+        raw = text.encode() if isinstance(text, str) else bytes(text)
+        body, stored = _split_checksum(raw.strip())
+        if stored is not None:
+            if checksum(body).encode() != stored:
+                raise self._corrupt(
+                    where, "its checksum does not match its bytes (the entry was changed after it was written)"
+                )
+            self._checksummed = True
+        elif self._checksummed and body.strip():
+            try:
+                json.loads(body)
+            except ValueError:
+                pass  # not JSON at all: reported below as unparsable (a torn JSONL tail stays torn)
+            else:
+                raise self._corrupt(where, "it has no checksum although earlier entries of this run do")
+        try:
+            return JournalEntry.model_validate_json(body)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            problem = f"{err['msg']} at {'.'.join(map(str, err['loc'])) or 'top level'}"
+            raise JournalCorruptError(
+                f"journal corrupt: {where} is not a valid journal entry ({problem}). Restore the "
+                f"store from a backup, or delete the run and start it again.",
+                where=where,
+                run_id=self.run_id,
+                unparsable=err["type"] == "json_invalid",
+            ) from None
+
+    def _corrupt(self, where: str, why: str) -> JournalCorruptError:
+        return JournalCorruptError(
+            f"journal corrupt: {where}: {why}. Nothing was rewritten; restore the store from a "
+            f"backup, or delete the run and start it again.",
+            where=where,
+            run_id=self.run_id,
+        )
+
+    def at(self, text: str | bytes, seq: int, where: str) -> JournalEntry:
+        """Parse one stored entry and check it sits at `seq`; anything else is `JournalCorruptError`."""
+        entry = self.parse(text, where)
+        if entry.seq != seq:
+            raise JournalCorruptError(
+                f"journal corrupt: {where} holds seq {entry.seq} where seq {seq} belongs; the "
+                f"journal was edited or mixed with another run's. Restore it from a backup.",
+                where=where,
+                run_id=self.run_id,
+                seq=seq,
+                found=entry.seq,
+            )
+        return entry
+
+
+def parse_entry(text: str | bytes, where: str) -> JournalEntry:
+    """Parse one stored entry on its own (checksum verified when present)."""
+    return EntryDecoder().parse(text, where)
+
+
+def decode_rows(run_id: str, rows: Sequence[tuple[int, str | bytes]], location: str) -> list[JournalEntry]:
+    """Decode a run's stored rows (seq order) and refuse a journal with gaps, naming where it lives."""
+    decoder = EntryDecoder(run_id)
+    out = [decoder.at(text, seq, f"seq {seq} of run '{run_id}' in {location}") for seq, text in rows]
+    if out and out[-1].seq != len(out):
+        raise JournalCorruptError(
+            f"journal corrupt: run '{run_id}' in {location} has gaps (last seq {out[-1].seq}, "
+            f"{len(out)} entries). Restore it from a backup.",
+            run_id=run_id,
+        )
+    return out

@@ -1,0 +1,75 @@
+"""Child process for the money-edge crash tests: starts a priced run, dies where the parent asks.
+
+Usage: python money_crash_child.py STORE_URL RUN_ID MODE LOG
+
+- `after-start`: SIGKILL itself right after the run's first meta write (before any effect is journaled).
+- `in-flight`: run until the parent SIGKILLs it; every request the fake model receives is logged to LOG
+  first (one line each), so the parent can kill while a call is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+import tether
+from tether.contracts.entries import Lease, RunMeta
+from tether.stores import open_store
+from tether.testing import Reply
+
+PRICE = tether.Price(input=10.0, output=20.0)  # one 1,000-in / 500-out turn = 0.02 USD
+
+
+class DieAfterFirstMeta:
+    """A real store that SIGKILLs the process once the run's first meta write is durable."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        await self._inner.put_meta(meta, lease)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def model(log: str, latency: float) -> Any:
+    def script(request: Any) -> Reply:
+        with open(log, "a") as f:
+            f.write(request.messages[-1].text_content + "\n")
+        return Reply(text="ok", input_tokens=1_000, output_tokens=500, latency_s=latency)
+
+    return tether.models.fake("fake", script=script, prices={"m": PRICE})
+
+
+@tether.workflow(name="forty")
+async def forty(ctx: tether.Ctx) -> list[Any]:
+    """Forty sequential agents of 0.02 USD each: 0.80 USD if nothing bounds them."""
+    out = []
+    for i in range(40):
+        try:
+            out.append(await ctx.agent(f"task {i}", est_cost=0.02, max_output_tokens=500))
+        except tether.BudgetExhaustedError:
+            break
+    return out
+
+
+def engine(url: str, log: str, latency: float, store: Any = None) -> tether.Engine:
+    return tether.Engine(models=[model(log, latency)], routing={"loop": "fake:m"}, store=store or url,
+                         workflows=[forty])
+
+
+async def main(url: str, run_id: str, mode: str, log: str) -> None:
+    if mode == "after-start":
+        eng = engine(url, log, 0.0, store=DieAfterFirstMeta(open_store(url)))
+    else:
+        eng = engine(url, log, 30.0)
+    await eng.run(forty, {}, run_id=run_id, budget_usd=0.10)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:5]))
