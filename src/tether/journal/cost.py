@@ -24,6 +24,7 @@ class CostReport(BaseModel):
     unpriced: dict[str, Usage] = Field(default_factory=dict)
     approximate: bool = False
     usage: Usage = Usage()
+    """Tokens of every terminal summed; `usage.reasoning_tokens` is the reasoning part of `output_tokens`."""
     provider_calls: int = 0
 
 
