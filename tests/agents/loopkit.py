@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -77,6 +78,39 @@ class HostDouble:
 
     def of_type(self, type: str) -> list[dict[str, Any]]:
         return [data for t, data in self.events if t == type]
+
+
+class JournalHost(HostDouble):
+    """A host whose decisions behave like the journal: ordered, matched first-unconsumed, replayed."""
+
+    def __init__(self, *, journal: list[tuple[str, dict[str, Any]]] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.journal: list[tuple[str, dict[str, Any]]] = journal if journal is not None else []
+        self.consumed: set[int] = set()
+        self.appended: list[str] = []
+        self.order: list[str] = []
+
+    async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        self.order.append(f"decide:{name}")
+        for i, (n, p) in enumerate(self.journal):
+            if n == name and i not in self.consumed:
+                self.consumed.add(i)
+                return dict(p)
+        self.journal.append((name, json.loads(json.dumps(payload))))
+        self.consumed.add(len(self.journal) - 1)
+        self.appended.append(name)
+        return payload
+
+    async def execute_tool(self, tool: Any, args: dict[str, Any], *, call_id: str, ordinal: int) -> Any:
+        self.order.append(f"run:{tool.name}")
+        return await super().execute_tool(tool, args, call_id=call_id, ordinal=ordinal)
+
+    def resumed(self) -> JournalHost:
+        """The next process: the same journal and the last checkpoint, nothing consumed yet."""
+        return JournalHost(journal=self.journal, checkpoint=self.stored)
+
+    def decided(self, name: str) -> list[dict[str, Any]]:
+        return [p for n, p in self.journal if n == name]
 
 
 class HooksDouble:

@@ -22,6 +22,7 @@ from tether.contracts.signal import Signal
 from tether.contracts.stream import (
     ChatEvent,
     Finish,
+    FinishReason,
     RawPartEvent,
     StreamError,
     TextDelta,
@@ -32,16 +33,27 @@ from tether.contracts.usage import Usage
 from tether.journal.canonical import canonical_json, content_key
 
 RETRYABLE_KINDS = frozenset({"transport", "rate-limit"})
+FAILOVER_DECISION = "model-failover"
 
 
 @dataclass
 class TurnResult:
-    """How a turn settled: `ok` with the assistant message, or `error`/`cancelled`."""
+    """How a turn settled: `ok` with the assistant message, or `error`/`cancelled`.
+
+    An `ok` turn is not yet an answer: `finish_reason` says whether the reply is complete
+    (`max_tokens`: cut; `pause`: to be continued) and the loop decides what it means.
+    """
 
     status: Literal["ok", "error", "cancelled"]
     message: Message | None = None
     tier: StructuredTier = "tool"
     error: AgentError | None = None
+    finish_reason: FinishReason | None = None
+    """How the provider ended the reply (None when no reply finished)."""
+    output_limit: int | None = None
+    """The `max_output_tokens` the answering request asked for."""
+    budget_clamped: bool = False
+    """The budget (money, tree tokens or exposure) lowered that limit below the spec's and the model's."""
 
 
 @dataclass
@@ -152,7 +164,8 @@ class Dispatcher:
         """One turn: retry retryable errors, then fail over to the next model; first settle wins."""
         last: AgentError | None = None
         policy = self.spec.retry
-        for index in range(self.state.model_index, len(self.spec.models)):
+        index = self.state.model_index
+        while index < len(self.spec.models):
             self.state.model_index = index
             model = self.spec.models[index]
             for attempt in range(max(1, policy.attempts)):
@@ -166,7 +179,37 @@ class Dispatcher:
                     await self.host.sleep(self._backoff(model, attempt, last))
                     if self.signal is not None and self.signal.aborted:
                         return TurnResult("cancelled")
+            if last is None or index + 1 >= len(self.spec.models):
+                break
+            index = await self._fail_over(index, last)
         return TurnResult("error", error=last)
+
+    async def _fail_over(self, index: int, error: AgentError) -> int:
+        """Journal the switch to the next model (which failed, why, which serves) and return its index.
+
+        On resume the journaled decision is read back, never written twice: entries of earlier
+        failovers that the restored checkpoint already holds are passed over, like numbered grants.
+        """
+        models = self.spec.models
+        payload: dict[str, Any] = {
+            "from_index": index,
+            "failed": models[index].ref,
+            "kind": error.kind,
+            "why": error.message,
+            "served_by": models[index + 1].ref,
+            "turn": self.state.turns + 1,
+        }
+        decided = payload
+        for _ in range(index + 1):
+            decided = await self.host.decide(FAILOVER_DECISION, payload)
+            if int(decided.get("from_index", index)) >= index:
+                break
+        later = [m.ref for m in models[index + 1 :]]
+        served = decided.get("served_by")
+        target = index + 1 + later.index(served) if served in later else index + 1
+        self.state.model_index = target
+        await self.host.save_checkpoint(self.state)  # a resume starts this turn on the model that serves
+        return target
 
     def _backoff(self, model: ResolvedModel, attempt: int, error: AgentError) -> float:
         """Doubling backoff, jittered by a hash (no rng), never below the retry-after."""
@@ -181,7 +224,7 @@ class Dispatcher:
     def _clamp(self, model: ResolvedModel, est_input: int, stage: Stage) -> int | TurnResult:
         """The output tokens this attempt may ask for, or the output-floor refusal."""
         caps = model.adapter.caps(model.name)
-        limit = min(self.spec.max_output_tokens, caps.max_output_tokens)
+        limit = self._natural_limit(model)
         affordable = self.hooks.max_affordable_output_tokens(model.ref, est_input)
         if affordable is not None:
             if affordable < caps.output_floor:
@@ -199,6 +242,10 @@ class Dispatcher:
         if exposure is not None and exposure >= caps.output_floor:
             limit = min(limit, exposure)
         return limit
+
+    def _natural_limit(self, model: ResolvedModel) -> int:
+        """The output limit without the budget: the spec's and the model's cap."""
+        return min(self.spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
 
     async def _attempt(self, model: ResolvedModel, stage: Stage) -> TurnResult:
         request, tier = build_request(self.spec, model, self.state.messages)
@@ -242,6 +289,7 @@ class Dispatcher:
                 release()
         result = self._settle(model, streamed, stage)
         result.tier = tier
+        result.output_limit, result.budget_clamped = clamp, clamp < self._natural_limit(model)
         return result
 
     async def _consume(self, model: ResolvedModel, request: ChatRequest, guard: _CeilingCut) -> _Streamed:
@@ -305,7 +353,7 @@ class Dispatcher:
         self, model: ResolvedModel, meter: Callable[[Usage], None] | None, delta: Usage
     ) -> None:
         """Live accounting: the per-call meter when the hooks opened one, else `on_usage`."""
-        if delta.is_zero() and delta.cache_read_tokens == 0 and delta.cache_write_tokens == 0:
+        if delta.model_copy(update={"approximate": False}) == Usage():
             return
         if meter is not None:
             meter(delta)
@@ -340,7 +388,12 @@ class Dispatcher:
                 retry_after_ms=terminal.retry_after_ms,
             )
             return TurnResult("error", error=error)
-        return TurnResult("ok", message=self._message(out))
+        assert terminal is not None  # _consume leaves a terminal unless the stream was cut
+        reason: FinishReason = "other" if terminal.reason == "cancelled" else terminal.reason
+        if reason in ("refusal", "content_filter"):
+            error = AgentError(kind="terminal", message=_declined(model, reason, "".join(out.text)))
+            return TurnResult("error", error=error, finish_reason=reason)
+        return TurnResult("ok", message=self._message(out, reason), finish_reason=reason)
 
     def _cancelled(self, stage: Stage) -> TurnResult:
         """A cut stream: the caller's cancellation, else a budget cut."""
@@ -354,14 +407,17 @@ class Dispatcher:
             "cancelled", error=AgentError(kind="budget", message=message, stage=stage)
         )
 
-    def _message(self, out: _Streamed) -> Message:
-        """The assistant message; tool-call ids are minted here: `call_<turn>_<index>`."""
+    def _message(self, out: _Streamed, reason: FinishReason) -> Message:
+        """The assistant message; tool-call ids are minted here: `call_<turn>_<index>`.
+
+        A reply cut by the output limit keeps no tool calls: a cut turn never runs a tool.
+        """
         turn = self.state.turns + 1
         parts: list[Any] = list(out.raw)
         text = "".join(out.text)
         if text:
             parts.append(TextPart(text=text))
-        ordered = sorted(out.calls, key=lambda c: c.index)
+        ordered = [] if reason == "max_tokens" else sorted(out.calls, key=lambda c: c.index)
         parts += [
             ToolCallPart(id=f"call_{turn}_{i}", name=c.name, args=dict(c.args))
             for i, c in enumerate(ordered)
@@ -376,5 +432,18 @@ def _minus(total: Usage, fed: Usage) -> Usage:
         output_tokens=max(0, total.output_tokens - fed.output_tokens),
         cache_read_tokens=max(0, total.cache_read_tokens - fed.cache_read_tokens),
         cache_write_tokens=max(0, total.cache_write_tokens - fed.cache_write_tokens),
+        reasoning_tokens=max(0, total.reasoning_tokens - fed.reasoning_tokens),
         approximate=total.approximate,
     )
+
+
+def _declined(model: ResolvedModel, reason: FinishReason, text: str) -> str:
+    """The error message of a refused or filtered reply, with what the model said."""
+    said = text.strip()[:500]
+    if reason == "refusal":
+        head = f"{model.ref} refused to answer"
+        hint = "rephrase the prompt or route to another model"
+    else:
+        head = f"{model.ref}'s provider stopped the reply with its content filter"
+        hint = "change the prompt or route to another model"
+    return f'{head}: "{said}"; {hint}.' if said else f"{head} (no text); {hint}."

@@ -2,8 +2,9 @@
 
 Stops: a final text (no output schema) or a validated output; `max_turns` (checked before each
 dispatch); tool budget expiry (after the finalization reserve's summary turn when configured); no
-progress for `no_progress_turns` turns; a budget refusal or cut; cancellation; a non-retryable
-provider error. Money is seen only through `BudgetHooks`.
+progress for `no_progress_turns` turns; a reply cut by the output limit (`limit`); a second empty
+reply in a row; a budget refusal or cut; cancellation; a refusal or a non-retryable provider error.
+Money is seen only through `BudgetHooks`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tether.agents.dispatch import Dispatcher, budget_error
+from tether.agents.dispatch import Dispatcher, TurnResult, budget_error
 from tether.agents.host import AgentSpec, LoopHost
 from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
 from tether.agents.structured import (
@@ -31,9 +32,20 @@ from tether.contracts.signal import Signal
 from tether.journal.canonical import content_key
 from tether.tools.definition import Issue
 
+MAX_PAUSE_CONTINUATIONS = 4
+"""Paused replies (Anthropic `pause_turn`) continued in a row before the invocation settles `limit`."""
+MAX_EMPTY_REASKS = 1
+"""Empty replies re-asked before the invocation settles `error` ("no content")."""
+
 
 def _no_emit_issue() -> Issue:
     return {"loc": [], "msg": f"the reply did not call `{EMIT_RESULT}`", "type": "missing_result"}
+
+
+def _cut_issue(limit: int | None) -> Issue:
+    at = f" at {limit} tokens" if limit is not None else ""
+    msg = f"the reply was cut by the output limit{at} before the output was complete; answer more briefly"
+    return {"loc": [], "msg": msg, "type": "truncated"}
 
 
 async def run_agent(
@@ -66,6 +78,7 @@ async def run_agent(
         tool_budget=result.tool_budget.model_dump(exclude_none=True) if result.tool_budget else None,
         turns=result.turns,
         served_by=result.served_by,
+        finish_reason=result.finish_reason,
         reason=loop.stop_reason,
         provider_calls=state.provider_calls,
     )
@@ -104,22 +117,37 @@ class _AgentLoop:
                 return refused
             if state.turns >= self.spec.max_turns:
                 return self._finish("limit", reason="max-turns")
-            calls_before = state.provider_calls
-            turn = await self.dispatcher.turn(stage)
-            if state.provider_calls > calls_before:
-                state.turns += 1
+            turn = await self._dispatch(self.dispatcher, stage)
             if turn.status != "ok" or turn.message is None:
                 return self._finish(turn.status, error=turn.error, reason=turn.status)
             state.reprompting = False
-            done = await self._on_reply(turn.message, turn.tier)
+            done = await self._on_reply(turn, stage)
             if done is not None:
                 return done
 
-    async def _on_reply(self, message: Message, tier: StructuredTier) -> AgentResult | None:
-        """Decide what the reply means: an answer, a re-prompt, a tool batch or no progress."""
+    async def _dispatch(self, dispatcher: Dispatcher, stage: Stage) -> TurnResult:
+        """One model turn; every turn that reached the provider counts, and its finish reason is kept."""
+        state = self.state
+        calls_before = state.provider_calls
+        turn = await dispatcher.turn(stage)
+        if state.provider_calls > calls_before:
+            state.turns += 1
+            state.finish_reason = turn.finish_reason
+        return turn
+
+    async def _on_reply(self, turn: TurnResult, stage: Stage) -> AgentResult | None:
+        """Decide what the reply means: an answer, a cut, a continuation, a re-prompt or a tool batch."""
+        message, tier = turn.message, turn.tier
+        assert message is not None
+        if turn.finish_reason == "max_tokens":
+            return await self._on_cut(turn, stage)
         calls = message.tool_calls
+        if turn.finish_reason == "pause" and not calls:
+            return await self._on_pause(message)
+        self.state.pauses = 0
         if not calls and not message.text_content.strip():
-            return await self._no_progress()
+            return await self._on_empty()
+        self.state.empty_replies = 0
         self.state.messages.append(message)
         output = self.spec.output
         if output is not None and tier == "tool":
@@ -139,6 +167,60 @@ class _AgentLoop:
                 return self._finish("ok", output=got.value)
             return await self._schema_retry(got.issues, tier, calls, [])
         return await self._tool_batch(calls)
+
+    async def _on_cut(self, turn: TurnResult, stage: Stage) -> AgentResult | None:
+        """A reply cut by the output limit never settles `ok` and never runs a tool.
+
+        Structured output is re-prompted; a text answer settles `limit` with the partial text, as a
+        `budget` error (with its stage) when the budget's clamp set the limit.
+        """
+        state, message = self.state, turn.message
+        assert message is not None
+        state.pauses = state.empty_replies = 0
+        if message.parts:
+            state.messages.append(message)
+        if self.spec.output is not None:
+            return await self._schema_retry([_cut_issue(turn.output_limit)], turn.tier, [], [])
+        error = None
+        if turn.budget_clamped:
+            error = AgentError(
+                kind="budget",
+                message=(
+                    f"the reply was cut at {turn.output_limit} output tokens, the most the remaining "
+                    "budget allows; raise the budget or ask for a shorter answer"
+                ),
+                stage=stage,
+            )
+        return self._finish("limit", output=message.text_content or None, error=error, reason="max-tokens")
+
+    async def _on_pause(self, message: Message) -> AgentResult | None:
+        """A paused reply is sent back as it is so the provider continues the turn (bounded)."""
+        state = self.state
+        if state.pauses >= MAX_PAUSE_CONTINUATIONS:
+            return self._finish("limit", output=message.text_content or None, reason="pause")
+        state.pauses += 1
+        if message.parts:
+            state.messages.append(message)
+        await self.host.save_checkpoint(state)
+        return None
+
+    async def _on_empty(self) -> AgentResult | None:
+        """An empty reply (no text, no tool call) is re-asked once; a second one settles `error`."""
+        state = self.state
+        state.last_batch_key = None
+        if state.empty_replies >= MAX_EMPTY_REASKS:
+            asked = state.empty_replies + 1
+            error = AgentError(
+                kind="terminal",
+                message=(
+                    f"{state.served_by or 'the model'} returned no content (no text and no tool call) "
+                    f"{asked} times in a row; check the model and its provider, or route to another model"
+                ),
+            )
+            return self._finish("error", error=error, reason="no-content")
+        state.empty_replies += 1
+        await self.host.save_checkpoint(state)
+        return None
 
     async def _schema_retry(
         self,
@@ -217,12 +299,13 @@ class _AgentLoop:
         if refused is not None:
             return refused
         spec = _tool_less(self.spec, reserve.max_output_tokens)
-        calls_before = state.provider_calls
-        turn = await Dispatcher(spec, self.host, self.hooks, state, self.signal).turn(stage)
-        if state.provider_calls > calls_before:
-            state.turns += 1
+        turn = await self._dispatch(Dispatcher(spec, self.host, self.hooks, state, self.signal), stage)
         if turn.status != "ok" or turn.message is None:
             return self._finish(turn.status, error=turn.error, reason=turn.status)
+        error = None
+        if turn.finish_reason == "max_tokens" and turn.budget_clamped:
+            message = f"the summary was cut at {turn.output_limit} output tokens, the most the remaining budget allows"
+            error = AgentError(kind="budget", message=message, stage=stage)
         text = turn.message.text_content  # fail closed: tool calls the model made anyway are dropped
         if text:
             state.messages.append(Message(role="assistant", parts=(TextPart(text=text),)))
@@ -231,16 +314,7 @@ class _AgentLoop:
         if self.spec.output is not None and text:
             got = from_text(self.spec.output, text)
             output = got.value if got.ok else text
-        return self._finish("limit", output=output, reason="tool-budget")
-
-    async def _no_progress(self) -> AgentResult | None:
-        """An empty reply is not kept in history; enough of them in a row settle `limit`."""
-        self.state.no_progress += 1
-        self.state.last_batch_key = None
-        if self._stalled():
-            return self._finish("limit", reason="no-progress")
-        await self.host.save_checkpoint(self.state)
-        return None
+        return self._finish("limit", output=output, error=error, reason="tool-budget")
 
     def _stalled(self) -> bool:
         limit = self.spec.no_progress_turns
@@ -276,6 +350,7 @@ class _AgentLoop:
             usage_by_model=dict(state.usage_by_model),
             turns=state.turns,
             served_by=state.served_by,
+            finish_reason=state.finish_reason,
             error=error,
             tool_budget=self.gate.summary(limited=limited),
         )

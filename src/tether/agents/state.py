@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
+from tether.contracts.stream import FinishReason
 from tether.contracts.usage import Usage
 
 CHECKPOINT_VERSION = 1
@@ -65,6 +66,12 @@ class LoopState(BaseModel):
     """The next turn answers a structured-output re-prompt (a budget refusal says "extract")."""
     no_progress: int = 0
     last_batch_key: str | None = None
+    finish_reason: FinishReason | None = None
+    """How the last provider reply ended (None after a turn no reply finished)."""
+    empty_replies: int = 0
+    """Empty replies in a row (one is re-asked; a second settles `error`)."""
+    pauses: int = 0
+    """Paused replies in a row that were continued (bounded by `MAX_PAUSE_CONTINUATIONS`)."""
     pending: PendingBatch | None = None
     tool_budget: ToolBudgetState = Field(default_factory=ToolBudgetState)
 

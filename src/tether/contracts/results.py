@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tether.contracts.stream import ErrorKind
+from tether.contracts.stream import ErrorKind, FinishReason
 from tether.contracts.usage import Usage
 
 AgentStatus = Literal["ok", "error", "limit", "cancelled", "skipped"]
@@ -59,6 +59,8 @@ class AgentResult(BaseModel):
     cost_usd: float = 0.0
     turns: int = 0
     served_by: str | None = None
+    finish_reason: FinishReason | None = None
+    """How the last model reply ended (None when no reply finished, e.g. a transport error or a cut)."""
     usage_by_model: dict[str, Usage] = {}
     error: AgentError | None = None
     tool_budget: ToolBudgetSummary | None = None

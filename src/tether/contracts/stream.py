@@ -10,7 +10,16 @@ from tether.contracts.messages import RawPart
 from tether.contracts.prices import Price
 from tether.contracts.usage import Usage
 
-FinishReason = Literal["stop", "tool_calls", "max_tokens", "refusal", "content_filter", "cancelled"]
+FinishReason = Literal["stop", "tool_calls", "max_tokens", "refusal", "content_filter", "pause", "other"]
+"""Why a reply ended, normalized across providers; what `AgentResult.finish_reason` reports.
+
+`stop`: a complete answer. `tool_calls`: the reply asks for tools. `max_tokens`: cut by the output
+limit. `refusal`/`content_filter`: the model or the provider's filter declined. `pause`: the provider
+paused a long turn to be continued (Anthropic `pause_turn`). `other`: a reason this adapter does not
+know.
+"""
+StreamEnd = Literal[FinishReason, "cancelled"]
+"""A `Finish` reason: a normalized `FinishReason`, or `cancelled` when the signal cut the call."""
 ErrorKind = Literal["transport", "rate-limit", "schema-mismatch", "tool", "budget", "terminal"]
 
 
@@ -67,7 +76,7 @@ class Finish(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     type: Literal["finish"] = "finish"
-    reason: FinishReason
+    reason: StreamEnd
     usage: Usage
 
 

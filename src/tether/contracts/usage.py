@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 
 class Usage(BaseModel):
@@ -14,7 +16,17 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """The part of `output_tokens` spent on reasoning (thinking); already in `output_tokens`, never billed twice."""
     approximate: bool = False
+
+    @model_serializer(mode="wrap")
+    def _sparse(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Zero reasoning is left out, so usage without reasoning serializes as it did before the field.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("reasoning_tokens") == 0:
+            del data["reasoning_tokens"]
+        return data
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -22,6 +34,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             approximate=self.approximate or other.approximate,
         )
 

@@ -7,7 +7,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel
 
@@ -21,6 +21,7 @@ from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
 from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
+from tether.contracts.stream import FinishReason
 from tether.contracts.usage import Usage
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
@@ -346,7 +347,7 @@ class AgentCall:
             agent_type=running.agent_type,
             role=running.role,
             value={"output": to_jsonable(result.output, what="the agent's output"), "turns": result.turns,
-                   "artifacts": result.artifacts or None},
+                   "artifacts": result.artifacts or None, "finish_reason": result.finish_reason},
             error=error,
             usage=result.usage,
             usage_by_model=result.usage_by_model or None,
@@ -418,6 +419,7 @@ def restore_result(
         cost_usd=(terminal.cost_usd or 0.0) + float(getattr(terminal, "orphaned_usd", None) or 0.0),
         turns=int(value.get("turns") or 0),
         served_by=terminal.served_by,
+        finish_reason=_finish_reason(value.get("finish_reason")),
         usage_by_model=terminal.usage_by_model or {},
         error=AgentError.model_validate(terminal.error) if terminal.error else None,
         tool_budget=(live.tool_budget if live else _durable_tool_budget(tb)),
@@ -427,6 +429,13 @@ def restore_result(
         parent_agent_id=running.parent_agent_id,
         replayed=live is None,
     )
+
+
+def _finish_reason(value: Any) -> FinishReason | None:
+    """The journaled finish reason; a value this version does not know reads as `other`."""
+    if value is None:
+        return None
+    return value if value in get_args(FinishReason) else "other"
 
 
 def _durable_tool_budget(tb: dict[str, Any] | None) -> Any:

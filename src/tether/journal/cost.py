@@ -39,6 +39,7 @@ class CostReport(BaseModel):
     """Estimated spend of calls cut off by a crash (priced at their worst case); included in `total_usd`."""
     approximate: bool = False
     usage: Usage = Usage()
+    """Tokens of every terminal summed; `usage.reasoning_tokens` is the reasoning part of `output_tokens`."""
     provider_calls: int = 0
 
 

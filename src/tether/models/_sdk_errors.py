@@ -75,6 +75,44 @@ def _status_of_type(kind: str | None) -> int | None:
     return None
 
 
+def _as_status(value: object) -> int | None:
+    """An HTTP status stated as a number (`400`, `"429"`), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    else:
+        return None
+    return number if 400 <= number <= 599 else None
+
+
+def stated_status(body: object) -> int | None:
+    """The HTTP status an error body states: a numeric `code`/`status` (OpenRouter, Groq), else its type.
+
+    Gateways report failures that happen after the 200 response inside the stream, as
+    `{"error": {"code": 400, ...}}`; what they state, not the 200, says whether a retry can help.
+    """
+    if not isinstance(body, Mapping):
+        return None
+    inner = body.get("error")
+    if isinstance(inner, Mapping):
+        found = stated_status(inner)
+        if found is not None:
+            return found
+    for name in ("code", "status", "status_code"):
+        status = _as_status(body.get(name))
+        if status is not None:
+            return status
+    for name in ("code", "type"):
+        value = body.get(name)
+        status = _status_of_type(value) if isinstance(value, str) else None
+        if status is not None:
+            return status
+    return None
+
+
 def classify_error(
     provider: str,
     status: int | None,
@@ -87,8 +125,8 @@ def classify_error(
     """Map an HTTP status / provider error type to the `AgentError` kind and retry class."""
     text = redact_secrets(message.strip()) or "no message"
     hay = f"{kind or ''} {text}".lower()
-    if status is None or status < 400:  # a mid-stream error event: its type says what it means
-        status = _status_of_type(kind)
+    if status is None or status < 400:  # a mid-stream error event: its type or code says what it means
+        status = _status_of_type(kind) or _as_status(kind)
     shown = f" ({status})" if status else ""
 
     def err(k: Any, msg: str, retryable: bool = False, after: int | None = None) -> StreamError:
@@ -148,9 +186,11 @@ def error_from_exception(
         kind = kind or getattr(exc, "code", None) or getattr(exc, "type", None)
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None) if response is not None else None
+        if not isinstance(status, int) or status < 400:  # raised mid-stream, after a 200
+            status = stated_status(body)
         return classify_error(
             provider,
-            status if isinstance(status, int) else None,
+            status,
             kind=kind if isinstance(kind, str) else None,
             message=message or str(getattr(exc, "message", "") or exc),
             headers=headers,

@@ -28,6 +28,8 @@ class UsageMeter:
     """Turns cumulative usage snapshots into the increments the engine meters."""
 
     total: Usage = field(default_factory=Usage)
+    reported: bool = False
+    """The provider's own final usage report arrived (a later error does not make it approximate)."""
 
     def advance(
         self,
@@ -36,6 +38,7 @@ class UsageMeter:
         output: int | None = None,
         cache_read: int | None = None,
         cache_write: int | None = None,
+        reasoning: int | None = None,
     ) -> UsageDelta | None:
         """Record a snapshot (None = unchanged); returns the increment, if any."""
         seen = {
@@ -43,6 +46,7 @@ class UsageMeter:
             "output_tokens": output,
             "cache_read_tokens": cache_read,
             "cache_write_tokens": cache_write,
+            "reasoning_tokens": reasoning,
         }
         old = self.total
         self.total = old.model_copy(
@@ -52,10 +56,14 @@ class UsageMeter:
         return None if inc == Usage() else UsageDelta(usage=inc)
 
     def partial(self) -> Usage | None:
-        """Usage so far of an unfinished stream (approximate), or None if nothing was seen."""
+        """Usage so far of an unfinished stream, or None if nothing was seen.
+
+        Approximate unless the provider's final report already arrived: usage that came before an
+        error is billed, never dropped.
+        """
         if self.total == Usage():
             return None
-        return self.total.model_copy(update={"approximate": True})
+        return self.total if self.reported else self.total.model_copy(update={"approximate": True})
 
 
 def parse_args(text: str) -> dict[str, Any] | None:

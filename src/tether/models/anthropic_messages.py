@@ -25,12 +25,12 @@ from tether.contracts.stream import (
     TextDelta,
 )
 from tether.models._sdk import SdkAdapter, Traits, closed_schema, wire_tool_id
-from tether.models._sdk_stream import ToolCallBuffer, UsageMeter
+from tether.models._sdk_stream import ToolCallBuffer, UsageMeter, parse_args
 
 _STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
-    "pause_turn": "stop",
+    "pause_turn": "pause",
     "tool_use": "tool_calls",
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
@@ -178,6 +178,7 @@ class _Translator:
         self.meter = UsageMeter()
         self.tools = ToolCallBuffer()
         self.blocks: dict[int, dict[str, Any]] = {}
+        self.inputs: dict[int, str] = {}  # streamed `input` of server tool blocks
         self.reason: FinishReason | None = None
 
     def feed(self, item: Any) -> Iterator[ChatEvent]:
@@ -192,7 +193,8 @@ class _Translator:
             yield from self._stop(item.index)
         elif kind == "message_delta":
             if item.delta.stop_reason is not None:
-                self.reason = _STOP_REASONS.get(item.delta.stop_reason, "stop")
+                self.reason = _STOP_REASONS.get(item.delta.stop_reason, "other")
+            self.meter.reported = True  # message_delta usage is cumulative: the call's final count
             yield from self._usage(item.usage)
         elif kind == "message_stop":
             yield self.at_end()
@@ -212,8 +214,13 @@ class _Translator:
         write = usage.cache_creation_input_tokens
         base = usage.input_tokens
         total_in = None if base is None else base + (read or 0) + (write or 0)
+        details = getattr(usage, "output_tokens_details", None)
         inc = self.meter.advance(
-            input=total_in, output=usage.output_tokens, cache_read=read, cache_write=write
+            input=total_in,
+            output=usage.output_tokens,
+            cache_read=read,
+            cache_write=write,
+            reasoning=getattr(details, "thinking_tokens", None),
         )
         if inc is not None:
             yield inc
@@ -232,12 +239,16 @@ class _Translator:
             }
         elif block.type == "redacted_thinking":
             self.blocks[index] = {"type": "redacted_thinking", "data": block.data}
+        else:  # server tool use and results: kept as sent, so a paused turn can be continued
+            self.blocks[index] = block.model_dump(mode="json", exclude_none=True)
 
     def _delta(self, index: int, delta: Any) -> Iterator[ChatEvent]:
         if delta.type == "text_delta":
             if delta.text:
                 yield TextDelta(text=delta.text)
         elif delta.type == "input_json_delta":
+            if index in self.blocks:
+                self.inputs[index] = self.inputs.get(index, "") + delta.partial_json
             event = self.tools.delta(index, delta.partial_json)
             if event is not None:
                 yield event
@@ -252,6 +263,9 @@ class _Translator:
             if end is not None:
                 yield end
         elif index in self.blocks:
-            yield RawPartEvent(part=RawPart(family=self.family, data=self.blocks.pop(index)))
+            block = self.blocks.pop(index)
+            if index in self.inputs:
+                block["input"] = parse_args(self.inputs.pop(index)) or {}
+            yield RawPartEvent(part=RawPart(family=self.family, data=block))
 
 

@@ -46,6 +46,8 @@ class Reply:
     output_tokens: int | None = None
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Reasoning tokens, a part of `output_tokens` (added to the estimate when that is not given)."""
     finish_reason: FinishReason | None = None
     latency_s: float = 0.0
     chunks: int | None = None
@@ -163,7 +165,9 @@ async def _play(
         return
     input_tokens = reply.input_tokens if reply.input_tokens is not None else estimate_tokens(request)
     text = reply.text
-    out = reply.output_tokens if reply.output_tokens is not None else max(1, len(text) // 4)
+    reasoning = reply.reasoning_tokens
+    estimate = max(1, len(text) // 4) + reasoning
+    out = reply.output_tokens if reply.output_tokens is not None else estimate
     tool_calls = list(reply.tool_calls)
     reason: FinishReason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
     cap = request.max_output_tokens
@@ -171,12 +175,13 @@ async def _play(
         # Like a provider: never more output than asked for; the cut drops unfinished tool calls.
         text = text[: max(0, len(text) * cap // max(out, 1))]
         out, tool_calls, reason = cap, [], "max_tokens"
+    reasoning = min(reasoning, out)
     input_usage = Usage(
         input_tokens=input_tokens,
         cache_read_tokens=reply.cache_read_tokens,
         cache_write_tokens=reply.cache_write_tokens,
     )
-    total = input_usage + Usage(output_tokens=out)
+    total = input_usage + Usage(output_tokens=out, reasoning_tokens=reasoning)
     chunks = max(1, reply.chunks or 1)
     if reply.chunks:
         yield UsageDelta(usage=input_usage)
@@ -191,9 +196,10 @@ async def _play(
             yield TextDelta(text=piece)
         if reply.chunks:
             share = out * (i + 1) // chunks - sent_out
+            thought = reasoning if i == chunks - 1 else 0  # so the running reasoning never exceeds output
             sent_out += share
-            if share:
-                yield UsageDelta(usage=Usage(output_tokens=share))
+            if share or thought:
+                yield UsageDelta(usage=Usage(output_tokens=share, reasoning_tokens=thought))
     for raw in reply.raw:
         yield RawPartEvent(part=RawPart(family=family, data=dict(raw)))
     for index, call in enumerate(tool_calls):

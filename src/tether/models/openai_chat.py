@@ -154,7 +154,6 @@ class _Translator:
         self.tools = ToolCallBuffer()
         self.reason: FinishReason | None = None
         self.refused = False
-        self.saw_usage = False
 
     def feed(self, chunk: Any) -> Iterator[ChatEvent]:
         if chunk.usage is not None:
@@ -166,7 +165,7 @@ class _Translator:
             if delta is not None:
                 yield from self._delta(delta)
             if choice.finish_reason is not None:
-                self.reason = _FINISH.get(choice.finish_reason, "stop")
+                self.reason = _FINISH.get(choice.finish_reason, "other")
                 yield from self.tools.end_all()
 
     def at_end(self) -> ChatEvent:
@@ -183,7 +182,7 @@ class _Translator:
         elif self.refused and reason == "stop":
             reason = "refusal"
         usage = self.meter.total
-        if not self.saw_usage:
+        if not self.meter.reported:
             usage = usage.model_copy(update={"approximate": True})
         return Finish(reason=reason, usage=usage)
 
@@ -204,13 +203,15 @@ class _Translator:
                     yield event
 
     def _usage(self, usage: Any) -> Iterator[ChatEvent]:
-        self.saw_usage = True
+        self.meter.reported = True
         details = getattr(usage, "prompt_tokens_details", None)
+        out_details = getattr(usage, "completion_tokens_details", None)
         inc = self.meter.advance(
             input=usage.prompt_tokens,
             output=usage.completion_tokens,
             cache_read=getattr(details, "cached_tokens", None),
             cache_write=getattr(details, "cache_write_tokens", None),
+            reasoning=getattr(out_details, "reasoning_tokens", None),
         )
         if inc is not None:
             yield inc

@@ -204,12 +204,15 @@ class _Translator:
     def _usage(self, usage: Any) -> Iterator[ChatEvent]:
         if usage is None:
             return
+        self.meter.reported = True
         details = getattr(usage, "input_tokens_details", None)
+        out_details = getattr(usage, "output_tokens_details", None)
         inc = self.meter.advance(
             input=usage.input_tokens,
             output=usage.output_tokens,
             cache_read=getattr(details, "cached_tokens", None),
             cache_write=getattr(details, "cache_write_tokens", None),
+            reasoning=getattr(out_details, "reasoning_tokens", None),
         )
         if inc is not None:
             yield inc
@@ -217,8 +220,8 @@ class _Translator:
     def _finish(self, response: Any) -> ChatEvent:
         reason: FinishReason = "stop"
         details = getattr(response, "incomplete_details", None)
-        if response.status == "incomplete" and details is not None:
-            reason = _INCOMPLETE.get(details.reason or "", "stop")
+        if response.status == "incomplete":
+            reason = _INCOMPLETE.get(getattr(details, "reason", None) or "", "other")
         elif self.tools.ended:
             reason = "tool_calls"
         elif self.refused:
