@@ -184,9 +184,9 @@ class LosesCheckpoints:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def put_blob(self, key: str, data: bytes) -> None:
+    async def put_blob(self, key: str, data: bytes, lease: Any = None) -> None:
         if "/checkpoints/" not in key:
-            await self._inner.put_blob(key, data)
+            await self._inner.put_blob(key, data, lease)
 
 
 async def test_a_failover_repeated_after_a_lost_checkpoint_reads_the_journaled_decision_back(tmp_path: Path) -> None:
