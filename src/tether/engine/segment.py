@@ -14,6 +14,7 @@ from tether.contracts.errors import JournalMissError
 from tether.contracts.protocols import JournalStore
 from tether.contracts.signal import Signal
 from tether.engine.events import EventStream
+from tether.engine.external import ExternalSchema, check_resolution
 from tether.engine.outcome import DroppedBranch, ReplayStats
 from tether.journal.disposition import Disposition, disposition
 from tether.journal.matching import JournalIndex, Match
@@ -80,6 +81,8 @@ class Segment:
     deferred: list[JournalEntry] = field(default_factory=list)
     pending_writes: list[asyncio.Future[Any]] = field(default_factory=list)
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    schemas: dict[int, ExternalSchema] = field(default_factory=dict)
+    """The declared schema of each `await_external` parked in this segment, by suspension seq."""
 
     def __post_init__(self) -> None:
         ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
@@ -215,22 +218,27 @@ class Segment:
         return True
 
     async def resolve(self, key: str, value: Any) -> bool:
-        """Close the open suspension named `key` with `value`; False when none is open."""
+        """Close the open suspension named `key` with `value`; False when none is open.
+
+        `InvalidResolutionError` (nothing journaled) when the value does not match its schema.
+        """
         target = find_open_suspension(self.index, key)
         if target is None:
             return False
         assert target.seq is not None
+        # Validated before anything is written: an invalid value leaves the suspension open.
+        data = check_resolution(target, value, self.schemas.get(target.seq), run_id=self.run_id)
         await self.append(
             JournalEntry(
                 kind="resolution",
                 ref=target.seq,
                 scope=target.scope,
                 key=target.key,
-                value=value,
+                value=data,
                 started_at=self.engine.clock(),
             )
         )
-        self.wake(key, value)
+        self.wake(key, data)
         return True
 
 

@@ -18,7 +18,8 @@ from tether.contracts.errors import ConfigError, TetherError
 from tether.contracts.messages import ToolSpec
 from tether.contracts.protocols import Executor
 from tether.journal.canonical import content_key
-from tether.tools.schema import Issue, check_schema, json_schema_issues
+from tether.tools.schema import Issue as Issue
+from tether.tools.schema import check_schema, json_schema_issues
 
 INJECTED_PARAMS = frozenset({"idempotency_key", "workdir", "cwd"})
 """Parameters an executor supplies when the function declares them; hidden from the model."""

@@ -49,7 +49,8 @@ def _issues(error: ValidationError) -> Iterator[Issue]:
     instance = error.instance
     if kind == "required" and isinstance(instance, dict):
         # One error per missing key, none naming it: point each issue at the key, like pydantic.
-        named = [k for k in error.validator_value if k not in instance and repr(k) in error.message]
+        required = error.validator_value if isinstance(error.validator_value, list) else []
+        named = [k for k in required if k not in instance and repr(k) in error.message]
         yield {"loc": [*loc, *named[:1]], "msg": "Field required", "type": "missing"}
         return
     if kind == "additionalProperties" and isinstance(instance, dict):

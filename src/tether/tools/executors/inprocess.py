@@ -10,6 +10,7 @@ up interpreter exit). Pick `subprocess` when a timeout must stop the work itself
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -101,8 +102,7 @@ _TIMED_OUT = object()
 
 def _is_async(fn: Callable[..., Any]) -> bool:
     """Whether calling `fn` gives a coroutine (a `Tool` wraps its function as `.fn`)."""
-    inner = getattr(fn, "fn", fn)
-    return inspect.iscoroutinefunction(inner) or inspect.iscoroutinefunction(getattr(inner, "__call__", None))
+    return inspect.iscoroutinefunction(getattr(fn, "fn", fn))
 
 
 async def _invoke(fn: Callable[..., Any], kwargs: dict[str, Any], name: str) -> Any:
@@ -146,10 +146,8 @@ async def in_thread(fn: Callable[[], T], *, name: str = "call") -> T:
             error = exc
         except BaseException as exc:  # SystemExit in a tool must not end the engine
             error = RuntimeError(f"the tool raised {type(exc).__name__}: {exc}")
-        try:
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for this result any more
             loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:
-            pass  # the loop is closed: nobody waits for this result any more
 
     threading.Thread(target=work, name=f"tether-tool-{name}", daemon=True).start()
     return await future
