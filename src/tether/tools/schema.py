@@ -37,10 +37,8 @@ def check_schema(schema: Mapping[str, Any], *, what: str) -> None:
 def json_schema_issues(value: Any, schema: Mapping[str, Any]) -> list[Issue]:
     """Every way `value` violates `schema`, in document order; [] when it conforms."""
     validator = Draft202012Validator(dict(schema), format_checker=Draft202012Validator.FORMAT_CHECKER)
-    issues: list[Issue] = []
-    for error in sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path]):
-        issues.extend(_issues(error))
-    return issues
+    issues = [issue for error in validator.iter_errors(value) for issue in _issues(error)]
+    return sorted(issues, key=lambda i: [str(p) for p in i["loc"]])  # stable: schema order within a loc
 
 
 def _issues(error: ValidationError) -> Iterator[Issue]:
