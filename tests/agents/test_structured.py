@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from loopkit import HooksDouble, HostDouble, make_spec, tool_results
 from pydantic import BaseModel, Field
 
+import tether
 from tether.agents.loop import run_agent
 from tether.agents.structured import EMIT_RESULT, output_spec, parse_json
+from tether.contracts.errors import ConfigError
 from tether.journal.canonical import schema_hash
 from tether.models.fake import FakeModel, Reply, ToolCall
 from tether.tools.definition import tool
@@ -77,7 +81,7 @@ async def test_prompt_tier_puts_the_schema_in_the_system_prompt_and_tolerates_fe
     assert system.startswith("You judge.") and '"rationale"' in system
 
 
-async def test_a_dict_schema_is_validated_by_the_minimal_check() -> None:
+async def test_a_dict_schema_is_validated_by_jsonschema() -> None:
     schema = {"type": "array", "items": {"type": "integer"}}
     script = [
         Reply(tool_calls=[ToolCall(EMIT_RESULT, {"result": [1, "two"]})]),
@@ -209,3 +213,63 @@ def _one_attempt() -> Any:
     from tether.agents.host import RetryPolicy
 
     return RetryPolicy(attempts=1)
+
+
+SCORED = {
+    "type": "object",
+    "properties": {
+        "score": {"type": "integer", "maximum": 10},
+        "kind": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    },
+    "required": ["score", "kind"],
+}
+
+
+@pytest.mark.parametrize(
+    ("answer", "loc", "words"),
+    [
+        ({"score": 999, "kind": "bug"}, ["score"], "999 is greater than the maximum of 10"),
+        ({"score": 3, "kind": 42}, ["kind"], "42 is not valid under any of the given schemas"),
+    ],
+)
+async def test_a_dict_output_schema_enforces_bounds_and_combinators(
+    answer: dict[str, Any], loc: list[str], words: str, tmp_path: Path
+) -> None:
+    fake = tether.models.fake("fake", script=[Reply(text=json.dumps(answer))] * 3, structured_output="prompt")
+    engine = tether.Engine(models=[fake], routing={"loop": "fake:m"}, store=f"sqlite:///{tmp_path}/t.db")
+    retries: list[Any] = []
+
+    @tether.workflow
+    async def scored(ctx: tether.Ctx) -> object:
+        result = await ctx.agent("score it", output=SCORED, full=True)
+        return result.model_dump(mode="json")
+
+    handle = engine.start(scored, run_id="s")
+    handle.on("agent:schema-retry", retries.append)
+    out = await handle
+    await engine.close()
+    result = out.value
+    assert result["status"] == "error" and result["error"]["kind"] == "schema-mismatch"
+    assert [i["loc"] for i in result["error"]["issues"]] == [loc]
+    assert words in result["error"]["issues"][0]["msg"]
+    assert fake.calls == 3 and len(retries) == 2  # re-prompted twice with the issue, never accepted
+    assert words in fake.requests[1].messages[-1].text_content
+
+
+async def test_jsonschema_issues_keep_pydantic_locations_for_missing_and_extra_keys() -> None:
+    schema = {**SCORED, "additionalProperties": False}
+    script = [Reply(text='{"kind": null, "extra": 1}'), Reply(text='{"score": 2, "kind": null}')]
+    fake = FakeModel(script=script, structured_output="native")
+    host = HostDouble()
+    result = await run_agent(make_spec(fake, output=output_spec(schema)), host, HooksDouble())
+    assert (result.status, result.output) == ("ok", {"score": 2, "kind": None})
+    [event] = host.of_type("agent:schema-retry")
+    assert {(tuple(i["loc"]), i["type"]) for i in event["issues"]} == {
+        (("score",), "missing"),
+        (("extra",), "extra_forbidden"),
+    }
+
+
+def test_an_invalid_output_schema_is_refused_before_any_call() -> None:
+    with pytest.raises(ConfigError, match="not a valid JSON schema"):
+        output_spec({"type": "object", "properties": {"a": {"type": "integr"}}})

@@ -91,7 +91,7 @@ def test_variadic_parameters_are_refused() -> None:
         tool(bad)
 
 
-def test_hand_written_tools_get_the_minimal_schema_check() -> None:
+def test_hand_written_tools_are_checked_with_jsonschema() -> None:
     def impl(city: str, days: int = 1) -> str:
         return city
 
@@ -126,6 +126,38 @@ def test_schema_issues_checks_types_enums_and_nesting() -> None:
     assert schema_issues({"mode": "a", "items": [1, 2.5], "flag": True}, schema) == []
     issues = schema_issues({"mode": "c", "items": [1, True], "flag": 1, "x": 0}, schema)
     assert {tuple(i["loc"]) for i in issues} == {("mode",), ("items", 1), ("flag",), ("x",)}
+
+
+def test_hand_written_tool_arguments_get_bounds_and_combinators_checked() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "maximum": 10}, "tag": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        "required": ["n"],
+    }
+    t = Tool("t", "T.", schema, lambda n, tag=None: n)
+    assert t.validate({"n": 3, "tag": None}) == {"n": 3, "tag": None}
+    with pytest.raises(ToolArgsError) as caught:
+        t.validate({"n": 999, "tag": 42})
+    assert [(i["loc"], i["type"]) for i in caught.value.issues] == [(["n"], "maximum"), (["tag"], "anyOf")]
+
+
+def test_a_hand_written_tool_with_an_invalid_schema_is_refused() -> None:
+    with pytest.raises(ConfigError, match="parameters of tool 'bad' is not a valid JSON schema"):
+        Tool("bad", "Bad.", {"type": "object", "properties": {"x": {"type": "wat"}}}, lambda x: x)
+
+
+def test_read_paths_and_env_are_tool_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOL_REGION", "eu")
+
+    def fetch(url: str) -> str:
+        return url
+
+    named = tool(executor="sandbox", read_paths=["/data"], env=["TOOL_REGION", "TOOL_UNSET_VAR"])(fetch)
+    assert named.read_paths == ("/data",) and named.env == ("TOOL_REGION", "TOOL_UNSET_VAR")
+    assert named.env_values() == {"TOOL_REGION": "eu"}  # read at dispatch; unset names are left out
+    given = tool(env={"MODE": "fast"})(fetch)
+    assert given.env_values() == {"MODE": "fast"}
+    assert "read_paths" not in named.parameters["properties"] and toolset_hash([named]) == toolset_hash([given])
 
 
 def _twin(body: str, **overrides: Any) -> Tool:

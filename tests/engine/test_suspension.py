@@ -107,7 +107,7 @@ async def test_await_external_validates_with_a_schema(engine: tether.Engine) -> 
         return await ctx.await_external("n", schema=int) + 1
 
     await engine.run(typed, run_id="r")
-    await engine.resolve_external("r", "n", "41")
+    await engine.resolve_external("r", "n", 41)  # "41" is refused: the stored JSON schema says integer
     assert (await engine.resume("r", typed)).value == 42
 
 

@@ -52,6 +52,11 @@ def test_the_command_never_carries_args_or_secret_values(monkeypatch: pytest.Mon
     assert "ANTHROPIC_API_KEY" not in joined
 
 
+def test_declared_read_paths_are_mounted_read_only_at_their_own_paths() -> None:
+    argv = ContainerExecutor(runtime="docker").build_command(request(read_paths=("/data/in",)), "/tmp/wd")
+    assert "/data/in:/data/in:ro" in flag_values(argv, "-v")
+
+
 def test_a_cwd_is_mounted_and_becomes_the_working_directory() -> None:
     executor = ContainerExecutor(runtime="podman", image="python:3.12-slim")
     req = executor.prepare(request(cwd="/src/repo-wt"))

@@ -62,3 +62,27 @@ def edit_repo(name: str, text: str) -> list[str]:
     with open("README.md", "a") as f:
         f.write("edited by a tool\n")
     return sorted(os.listdir("."))
+
+
+def sleep_with_grandchild_forever() -> None:
+    """Start a grandchild that sleeps forever, then sleep forever too (only a kill ends either)."""
+    subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(60)"])
+    while True:
+        time.sleep(60)
+
+
+def probe(paths: list[str], names: list[str]) -> dict[str, object]:
+    """What this process can read and which variables it sees; also starts a fresh interpreter."""
+    read: dict[str, str] = {}
+    for path in paths:
+        try:
+            read[path] = "ok:" + Path(path).read_text()[:40]
+        except OSError as exc:
+            read[path] = f"error:{type(exc).__name__}"
+    python = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True, check=False)
+    return {
+        "read": read,
+        "env": {name: os.environ.get(name) for name in names},
+        "python": python.stdout.strip() or python.stderr[-200:],
+        "cwd": os.getcwd(),
+    }

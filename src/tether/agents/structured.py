@@ -3,7 +3,7 @@
 Tiers come from `ModelCaps.structured_output`: `native` (the provider enforces a strict schema),
 `tool` (a forced `emit_result` tool whose arguments are the output), `prompt` (the schema in the
 system prompt, JSON parsed from the text). Validation never casts silently: a failure is a list of
-issues the loop re-prompts with.
+issues the loop re-prompts with. A JSON-schema dict is enforced by `jsonschema` (Draft 2020-12).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pydantic import BaseModel, ValidationError
 from tether.agents.host import OutputSpec
 from tether.contracts.messages import OutputFormat, ToolCallPart, ToolSpec
 from tether.journal.canonical import canonical_json
-from tether.tools.definition import Issue, format_issue, pydantic_issues, schema_issues
+from tether.tools.definition import format_issue, pydantic_issues
+from tether.tools.schema import Issue, check_schema, json_schema_issues
 
 StructuredTier = Literal["native", "tool", "prompt"]
 EMIT_RESULT = "emit_result"
@@ -27,10 +28,11 @@ _WRAP_KEY = "result"
 
 
 def output_spec(output: type[BaseModel] | Mapping[str, Any], *, name: str = "result") -> OutputSpec:
-    """An `OutputSpec` from a pydantic model class or a JSON-schema dict."""
+    """An `OutputSpec` from a pydantic model class or a JSON-schema dict (checked: Draft 2020-12)."""
     if isinstance(output, type) and issubclass(output, BaseModel):
         return OutputSpec(schema=output.model_json_schema(), model_cls=output, name=name)
     if isinstance(output, Mapping):
+        check_schema(output, what="output=")
         return OutputSpec(schema=dict(output), model_cls=None, name=name)
     raise TypeError(f"output must be a pydantic model class or a JSON schema dict, not {output!r}")
 
@@ -107,13 +109,13 @@ def from_text(spec: OutputSpec, text: str) -> Extraction:
 
 
 def validate(spec: OutputSpec, value: Any) -> Extraction:
-    """Validate against the pydantic class (an instance results) or the minimal schema check."""
+    """Validate against the pydantic class (an instance results) or, for a dict, with `jsonschema`."""
     if spec.model_cls is not None:
         try:
             return Extraction(True, value=spec.model_cls.model_validate(value))
         except ValidationError as exc:
             return Extraction(False, issues=pydantic_issues(exc))
-    issues = schema_issues(value, spec.schema)
+    issues = json_schema_issues(value, spec.schema)
     return Extraction(not issues, value=value if not issues else None, issues=issues)
 
 

@@ -1,6 +1,8 @@
 """Running one turn's tool calls: validation, the permission chain, the tool budget, approvals, execution.
 
-Calls run in order; consecutive `parallel_safe` calls run concurrently, results kept in call order.
+Calls run in order; consecutive `parallel_safe` calls run concurrently (sync tools too: the host runs
+them off the loop), results kept in call order. A call that overran its `timeout_s` gets a typed
+"[timeout]" result.
 Every failure becomes an error tool result the model can recover from; none fails the agent. A tool
 budget expiry stops the batch: the calls not executed get typed "skipped" results.
 """
@@ -17,7 +19,7 @@ from tether.agents.tool_budget import ToolBudgetGate
 from tether.contracts.errors import NonSerializableValueError
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
 from tether.journal.canonical import canonical_json
-from tether.tools.definition import ModelRetry, Tool, ToolArgsError, format_issue
+from tether.tools.definition import ModelRetry, Tool, ToolArgsError, ToolExecutionError, format_issue
 from tether.tools.permissions import Permissions
 
 _Ready = tuple[int, ToolCallPart, Tool, dict[str, Any]]
@@ -155,11 +157,19 @@ class ToolRunner:
         ordinal = pending.first_ordinal + index
         self.host.emit("tool:start", tool=tool.name, call_id=call.id, ordinal=ordinal, args=args)
         self.gate.charge(tool)
+        outcome = "error"
         try:
             value = await self.host.execute_tool(tool, args, call_id=call.id, ordinal=ordinal)
             result = ToolResultPart(call_id=call.id, name=call.name, content=render(value))
+            outcome = "ok"
         except ModelRetry as exc:
             result = _error(call, str(exc))
+        except ToolExecutionError as exc:
+            outcome = exc.outcome
+            if outcome == "timeout":  # typed, like "[effect unknown]": the model knows nothing came back
+                result = _error(call, f"[timeout] {exc.message}")
+            else:
+                result = _error(call, f"tool '{tool.name}' failed: {type(exc).__name__}: {exc}")
         except Exception as exc:
             result = _error(call, f"tool '{tool.name}' failed: {type(exc).__name__}: {exc}")
         self.host.emit(
@@ -169,6 +179,7 @@ class ToolRunner:
             ordinal=ordinal,
             is_error=result.is_error,
             executed=True,
+            outcome=outcome,
         )
         return result
 

@@ -104,6 +104,20 @@ class PricingError(TetherError):
     code = "pricing"
 
 
+class InvalidResolutionError(TetherError):
+    """A value for a suspension does not match its declared schema; nothing was journaled.
+
+    The suspension stays open: resolve it again with a valid value. `data["issues"]` lists what
+    was wrong (pydantic's `loc`/`msg`/`type` shape), `data["key"]` and `data["run_id"]` say where.
+    """
+
+    code = "invalid-resolution"
+
+    @property
+    def issues(self) -> list[dict[str, Any]]:
+        return list(self.data.get("issues", []))
+
+
 class AgentCallError(TetherError):
     """`ctx.agent` failed; `.error` holds the journaled `AgentError` value."""
 
@@ -119,6 +133,7 @@ __all__ = [
     "AgentCallError",
     "BudgetExhaustedError",
     "ConfigError",
+    "InvalidResolutionError",
     "JournalCompatibilityError",
     "JournalCorruptError",
     "JournalMissError",

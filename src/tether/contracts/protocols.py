@@ -70,6 +70,7 @@ class ExecRequest(BaseModel):
     args: dict[str, Any]
     timeout_s: float | None = None
     env: dict[str, str] = {}
+    """Variables set for the call on top of the executor's environment (the tool's `env=`)."""
     cwd: str | None = None
     idempotency_key: str = ""
     attempt_id: str = ""
@@ -78,6 +79,10 @@ class ExecRequest(BaseModel):
     """The dispatch's fresh directory once `prepare` made it; None: the executor makes one."""
     work_mount: str | None = None
     """Where `cwd` appears inside a container (set by the container executor's `prepare`)."""
+    read_paths: tuple[str, ...] = ()
+    """Extra paths the tool declared it reads (the sandbox binds them read-only)."""
+    hide_paths: tuple[str, ...] = ()
+    """Paths a sandboxed call must never see even under a readable directory (the engine's store)."""
 
 
 class ExecResult(BaseModel):

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
 from tether.contracts.results import AgentError
+from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import DroppedBranch, error_dict
 from tether.engine.segment import Abandoned, Segment
@@ -245,15 +246,20 @@ class Ctx:
 
     # -- suspension --------------------------------------------------------------------------
     async def await_external(self, key: str, *, schema: Any = None) -> Any:
-        """Suspend this branch until a value for `key` arrives (human in the loop)."""
+        """Suspend this branch until a value for `key` arrives (human in the loop).
+
+        With `schema` (a type or a JSON-schema dict) a value that does not match is refused with
+        `InvalidResolutionError` before it is journaled; the branch keeps waiting for a valid one.
+        """
         frame = CURRENT_FRAME.get()
         k = content_key({"kind": "external", "key": key})
         found = self._seg.lookup(frame.scope, k)
-        adapter = _schema_adapter(schema)
+        spec = ExternalSchema.of(schema, key)
         if found.match is not None:
             entry = found.match.entry
         else:
             self._seg.require_live(f"await_external({key!r})", frame.scope)
+            declared = {"schema": spec.json_schema} if spec is not None and spec.json_schema is not None else {}
             entry = await self._seg.append(
                 self._entry(
                     frame,
@@ -261,11 +267,17 @@ class Ctx:
                     k,
                     status="suspended",
                     label=key,
-                    value={"key": key},
+                    value={"key": key, **declared},  # the schema lets any process validate a resolution
                 )
             )
-        value = await self._seg.suspend(frame.scope, entry, key, "external:waiting")
-        return adapter.validate_python(value) if adapter is not None else value
+        assert entry.seq is not None
+        if spec is not None:
+            self._seg.schemas[entry.seq] = spec  # the live adapter checks resolutions while we wait
+        try:
+            value = await self._seg.suspend(frame.scope, entry, key, "external:waiting")
+        finally:
+            self._seg.schemas.pop(entry.seq, None)
+        return spec.load(value, run_id=self._seg.run_id, key=key) if spec is not None else value
 
     # -- phases, logs, time and randomness ------------------------------------------------------
     @asynccontextmanager
@@ -346,12 +358,6 @@ class Ctx:
             ended_at=self._seg.engine.clock(),
             **fields,
         )
-
-
-def _schema_adapter(schema: Any) -> TypeAdapter[Any] | None:
-    if schema is None or isinstance(schema, dict):
-        return None
-    return TypeAdapter(schema)
 
 
 def _settled(r: Any) -> BranchOutcome:

@@ -230,7 +230,11 @@ class Engine:
 
     # -- closing suspensions of settled runs --------------------------------------------------
     async def resolve_external(self, run_id: str, key: str, value: Any) -> bool:
-        """Durably resolve a suspension of a settled run; False when it was already closed."""
+        """Durably resolve a suspension of a settled run; False when it was already closed.
+
+        The value is checked against the schema its `await_external` declared (stored with the
+        suspension); an invalid one raises `InvalidResolutionError` and nothing is journaled.
+        """
         return await self._close(run_id, "resolution", key, value)
 
     async def abandon(self, run_id: str, key_or_seq: str | int, reason: str = "") -> bool:
@@ -256,6 +260,10 @@ class Engine:
                     raise ConfigError(f"run {run_id!r} has no open suspension or entry {target_ref!r}")
             if kind == "resolution" and target.kind not in ("external", "approval"):
                 raise JournalSealedError(f"seq {target.seq} is a {target.kind} entry, not a suspension")
+            if kind == "resolution":  # against the schema stored in the entry: nothing is written if invalid
+                from tether.engine.external import check_resolution
+
+                value = check_resolution(target, value, None, run_id=run_id)
             closer = JournalEntry(
                 seq=len(entries) + 1, kind=kind, ref=target.seq, scope=target.scope, key=target.key, value=value,
                 started_at=self.clock(),

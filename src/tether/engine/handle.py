@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
+from tether.contracts.errors import InvalidResolutionError
 from tether.contracts.events import Event
 from tether.engine.events import EventStream
 from tether.engine.outcome import RunOutcome
@@ -35,7 +36,7 @@ class RunHandle:
         if self._cancel_reason is not None:
             segment.cancel.abort(self._cancel_reason)
         for key, value in self._early:
-            segment.pending_writes.append(asyncio.ensure_future(segment.resolve(key, value)))
+            segment.pending_writes.append(asyncio.ensure_future(_resolve_early(segment, key, value)))
 
     async def result(self) -> RunOutcome:
         assert self._task is not None
@@ -64,10 +65,22 @@ class RunHandle:
             self._segment.cancel.abort(reason)
 
     async def resolve_external(self, key: str, value: Any) -> bool:
-        """Resolve a suspension of this run (live, or durably once settled); False if already closed."""
+        """Resolve a suspension of this run (live, or durably once settled); False if already closed.
+
+        A value that does not match the suspension's schema raises `InvalidResolutionError` and
+        journals nothing. Before the run has started, the value is queued (True) and checked then.
+        """
         if self._segment is None:
             self._early.append((key, value))
             return True
         if self.done:
             return await self._engine.resolve_external(self.run_id, key, value)
         return await self._segment.resolve(key, value)
+
+
+async def _resolve_early(segment: Segment, key: str, value: Any) -> None:
+    """A value queued before the run started: checked like any other; a refusal becomes an event."""
+    try:
+        await segment.resolve(key, value)
+    except InvalidResolutionError as exc:
+        segment.events.emit("log", level="error", msg=exc.message, key=key)

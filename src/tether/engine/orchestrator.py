@@ -64,4 +64,5 @@ def spawn_tool(agents: AgentCall, allowed: Sequence[Tool], max_spawns: int | Non
             "text": text,
         }
 
-    return tool(name=SPAWN_TOOL, parallel_safe=True)(spawn_agent)
+    # Idempotent: its effect (the child agent) is journaled, so a re-run after a crash replays it.
+    return tool(name=SPAWN_TOOL, parallel_safe=True, idempotent=True)(spawn_agent)

@@ -15,6 +15,7 @@ from tether.contracts.errors import JournalMissError, JournalOrderViolation, Lea
 from tether.contracts.protocols import JournalStore
 from tether.contracts.signal import Signal
 from tether.engine.events import EventStream
+from tether.engine.external import ExternalSchema, check_resolution
 from tether.engine.outcome import DroppedBranch, ReplayStats
 from tether.journal.disposition import Disposition, disposition
 from tether.journal.matching import JournalIndex, Match
@@ -87,6 +88,8 @@ class Segment:
     warnings: list[str] = field(default_factory=list)
     allow_unpriced: bool = False
     _warned: set[str] = field(default_factory=set)
+    schemas: dict[int, ExternalSchema] = field(default_factory=dict)
+    """The declared schema of each `await_external` parked in this segment, by suspension seq."""
 
     def __post_init__(self) -> None:
         ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
@@ -274,22 +277,27 @@ class Segment:
         return True
 
     async def resolve(self, key: str, value: Any) -> bool:
-        """Close the open suspension named `key` with `value`; False when none is open."""
+        """Close the open suspension named `key` with `value`; False when none is open.
+
+        `InvalidResolutionError` (nothing journaled) when the value does not match its schema.
+        """
         target = find_open_suspension(self.index, key)
         if target is None:
             return False
         assert target.seq is not None
+        # Validated before anything is written: an invalid value leaves the suspension open.
+        data = check_resolution(target, value, self.schemas.get(target.seq), run_id=self.run_id)
         await self.append(
             JournalEntry(
                 kind="resolution",
                 ref=target.seq,
                 scope=target.scope,
                 key=target.key,
-                value=value,
+                value=data,
                 started_at=self.engine.clock(),
             )
         )
-        self.wake(key, value)
+        self.wake(key, data)
         return True
 
 

@@ -1,58 +1,87 @@
-"""Dispatches validated tool calls: in this process, or through an isolated executor and the ledger."""
+"""Dispatches validated tool calls through their executor and the effect ledger (in-process too)."""
 
 from __future__ import annotations
 
-import asyncio
+import weakref
 from typing import TYPE_CHECKING, Any
 
-from tether.contracts.errors import TetherError
-from tether.contracts.protocols import ExecRequest
-from tether.tools.executors import get_executor
+from tether.contracts.protocols import ExecRequest, Executor, JournalStore
+from tether.tools.definition import ToolExecutionError
+from tether.tools.executors import InProcessExecutor, get_executor
 from tether.tools.ledger import EffectLedger, idempotency_key, orphans
 
 if TYPE_CHECKING:
     from tether.engine.segment import Segment
     from tether.tools.definition import Tool
 
-
-class ToolExecutionError(TetherError):
-    """A tool dispatched through an executor ended in error or timeout (becomes an error tool result)."""
-
-    code = "tool-execution"
+__all__ = ["ToolExecutionError", "ToolRunner", "store_paths"]
 
 
 class ToolRunner:
-    """The engine's tool dispatch. Out-of-process executors write intent/outcome ledger rows.
+    """The engine's tool dispatch: every call writes one intent and one outcome ledger row.
 
     On resume, a call whose intent has no outcome (an orphan) is dispatched again with the same
     idempotency key when the tool is `idempotent`; otherwise it is not re-run and the model is told
-    the earlier attempt's effect is unknown.
+    the earlier attempt's effect is unknown. Orphans are read once per segment: a segment's own
+    dispatches can never orphan a call it makes again.
     """
+
+    def __init__(self) -> None:
+        self._orphans: dict[int, tuple[weakref.ref[Segment], dict[str, str]]] = {}
 
     async def run(
         self, seg: Segment, tool: Tool, args: dict[str, Any], *, agent_seq: int, ordinal: int, call_id: str,
         cwd: str | None = None,
     ) -> Any:
-        if tool.executor in (None, "inprocess") and cwd is None:
-            call = tool.call(args)
-            return await (asyncio.wait_for(call, tool.timeout_s) if tool.timeout_s else call)
         key = idempotency_key(seg.run_id, agent_seq, ordinal, tool.name, args)
-        orphaned = [r for r in await orphans(seg.store, seg.run_id) if r.idempotency_key == key]
-        if orphaned and not tool.idempotent:
+        orphan = (await self._orphans_of(seg)).get(key)
+        if orphan is not None and not tool.idempotent:
             return (
-                f"[effect unknown] an earlier attempt of {tool.name!r} (attempt {orphaned[-1].attempt_id}) was "
+                f"[effect unknown] an earlier attempt of {tool.name!r} (attempt {orphan}) was "
                 "interrupted before it reported; it was not run again because the tool is not idempotent. "
                 "Check its effect before retrying."
             )
-        executor = get_executor(tool.executor or "inprocess")
         request = ExecRequest(
-            tool=tool.name, target=tool.target, args=args, timeout_s=tool.timeout_s, idempotency_key=key, cwd=cwd
+            tool=tool.name, target=tool.target, args=args, timeout_s=tool.timeout_s, idempotency_key=key, cwd=cwd,
+            env=tool.env_values(), read_paths=tool.read_paths, hide_paths=store_paths(seg.store),
         )
         ledger = EffectLedger(seg.store, seg.run_id, clock=seg.engine.clock)
-        result = await ledger.dispatch(executor, request, tool, span_id=f"agent-{agent_seq}:{call_id}")
+        result = await ledger.dispatch(_executor(tool), request, tool, span_id=f"agent-{agent_seq}:{call_id}")
         if result.outcome == "ok":
             return result.value
+        if result.outcome == "timeout":
+            raise ToolExecutionError(result.error or f"tool {tool.name!r} timed out", outcome="timeout",
+                                     timeout_s=tool.timeout_s, signal=result.signal)
         raise ToolExecutionError(
             f"tool {tool.name!r} ended {result.outcome}: {result.error or ''}".strip(),
             outcome=result.outcome, exit_code=result.exit_code, signal=result.signal,
         )
+
+    async def _orphans_of(self, seg: Segment) -> dict[str, str]:
+        """idempotency key → attempt id of this run's orphaned dispatches, loaded once per segment."""
+        slot = self._orphans.get(id(seg))
+        if slot is not None and slot[0]() is seg:
+            return slot[1]
+        found = {r.idempotency_key: r.attempt_id for r in await orphans(seg.store, seg.run_id)}
+        self._orphans = {k: v for k, v in self._orphans.items() if v[0]() is not None}
+        self._orphans[id(seg)] = (weakref.ref(seg), found)
+        return found
+
+
+def _executor(tool: Tool) -> Executor:
+    if tool.executor in (None, "inprocess"):
+        # The tool's value and exceptions reach the agent loop as they are (ModelRetry included).
+        return InProcessExecutor(propagate=True)
+    return get_executor(tool.executor)
+
+
+def store_paths(store: JournalStore) -> tuple[str, ...]:
+    """The files of a store a sandboxed tool must never see (none for memory and PostgreSQL)."""
+    from tether.stores.jsonl import JsonlStore
+    from tether.stores.sqlite import SqliteStore
+
+    if isinstance(store, SqliteStore) and store.path != ":memory:":
+        return tuple(store.path + suffix for suffix in ("", "-wal", "-shm", "-journal"))
+    if isinstance(store, JsonlStore):
+        return (str(store.dir),)
+    return ()

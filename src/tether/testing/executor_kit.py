@@ -149,7 +149,7 @@ class ExecutorConformance:
     ) -> None:
         from tether.tools.executors._process import live_group_members
 
-        # In-process, a sleeping thread cannot be stopped; an async sleep can.
+        # In-process, a sleeping thread cannot be stopped (only abandoned); an async sleep can.
         tool = kit_sleep_with_grandchild if self.isolated_process else kit_async_sleep
         started = time.monotonic()
         result = await self.call(executor, tool, timeout_s=self.timeout_probe_s, seconds=60)
@@ -159,6 +159,13 @@ class ExecutorConformance:
             assert (result.signal, result.exit_code) == ("SIGKILL", None)
             assert result.pgid is not None
             assert live_group_members(result.pgid) == [], "the process group outlived the timeout"
+
+    async def test_a_blocking_sync_call_past_its_timeout_returns_on_time(self, executor: Executor) -> None:
+        # In-process the sleeping thread is abandoned (it cannot be killed), but the call returns.
+        started = time.monotonic()
+        result = await self.call(executor, kit_sleep, timeout_s=self.timeout_probe_s, seconds=30)
+        assert result.outcome == "timeout"
+        assert time.monotonic() - started < self.timeout_probe_s + 20
 
     async def test_the_workdir_exists_during_the_call_and_is_fresh_per_dispatch(
         self, executor: Executor

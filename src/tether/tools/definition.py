@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
-from types import MappingProxyType
 from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -18,12 +18,14 @@ from tether.contracts.errors import ConfigError, TetherError
 from tether.contracts.messages import ToolSpec
 from tether.contracts.protocols import Executor
 from tether.journal.canonical import content_key
+from tether.tools.schema import Issue as Issue
+from tether.tools.schema import check_schema, json_schema_issues
 
 INJECTED_PARAMS = frozenset({"idempotency_key", "workdir", "cwd"})
 """Parameters an executor supplies when the function declares them; hidden from the model."""
 
-Issue = dict[str, Any]
-"""One validation problem: `{"loc": [...], "msg": str, "type": str}` (pydantic's shape)."""
+schema_issues = json_schema_issues
+"""A hand-written tool's argument check: full JSON-schema validation (Draft 2020-12)."""
 
 
 class ModelRetry(Exception):
@@ -40,13 +42,22 @@ class ToolArgsError(TetherError):
         return list(self.data.get("issues", []))
 
 
+class ToolExecutionError(TetherError):
+    """A dispatched call ended `error` or `timeout` (`data["outcome"]`); it becomes an error tool result."""
+
+    code = "tool-execution"
+
+    @property
+    def outcome(self) -> str:
+        return str(self.data.get("outcome", "error"))
+
+
 @dataclass(frozen=True, eq=False)
 class Tool:
     """A tool the model may call: what it sees (`spec`) plus how tether runs and governs it.
 
     Built by `@tool` from a typed function (pydantic validates the arguments), or by hand with a
-    JSON schema; a hand-written tool without `args_model` gets the minimal check of `schema_issues`
-    (required keys and JSON types), not full JSON-schema validation.
+    JSON schema, which `jsonschema` enforces (Draft 2020-12) when there is no `args_model`.
     """
 
     name: str
@@ -62,9 +73,18 @@ class Tool:
     timeout_s: float | None = None
     units: float | None = None
     """Tool-unit cost for `ToolUnits` budgets (None = the budget's default)."""
+    read_paths: tuple[str, ...] = ()
+    """Extra paths a sandboxed call may read (bound read-only); other executors ignore them."""
+    env: tuple[str, ...] | Mapping[str, str] = ()
+    """Environment the call gets: names copied from the engine's environment, or explicit values."""
     args_model: type[BaseModel] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "read_paths", tuple(self.read_paths))
+        if not isinstance(self.env, Mapping):
+            object.__setattr__(self, "env", tuple(self.env))
+        if self.args_model is None:
+            check_schema(self.parameters, what=f"the parameters of tool {self.name!r}")
         # `inspect.signature(tool)` reports the function's, so executors see injected keywords.
         with contextlib.suppress(TypeError, ValueError):
             object.__setattr__(self, "__signature__", inspect.signature(self.fn))
@@ -77,6 +97,12 @@ class Tool:
     def target(self) -> str:
         """`module:qualname` of the function, which out-of-process executors import."""
         return f"{self.fn.__module__}:{self.fn.__qualname__}"
+
+    def env_values(self) -> dict[str, str]:
+        """The declared environment, read now: explicit values as given, names from `os.environ`."""
+        if isinstance(self.env, Mapping):
+            return dict(self.env)
+        return {name: os.environ[name] for name in self.env if name in os.environ}
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments as JSON data (pydantic-coerced when typed); `ToolArgsError` if invalid."""
@@ -150,6 +176,8 @@ def tool(
     executor: str | Executor | None = None,
     timeout_s: float | None = None,
     units: float | None = None,
+    read_paths: Iterable[str] = (),
+    env: Iterable[str] | Mapping[str, str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -164,6 +192,8 @@ def tool(
     executor: str | Executor | None = None,
     timeout_s: float | None = None,
     units: float | None = None,
+    read_paths: Iterable[str] = (),
+    env: Iterable[str] | Mapping[str, str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` of a typed function, bare (`@tool`) or with options (`@tool(name=...)`)."""
 
@@ -183,6 +213,8 @@ def tool(
             executor=executor,
             timeout_s=timeout_s,
             units=units,
+            read_paths=tuple(read_paths),
+            env=dict(env) if isinstance(env, Mapping) else tuple(env),
             args_model=args_model,
         )
 
@@ -304,67 +336,3 @@ def toolset_hash(tools: Iterable[Tool]) -> str:
         key=lambda item: str(item["name"]),
     )
     return content_key(items)
-
-
-_JSON_TYPES: Mapping[str, tuple[type, ...]] = MappingProxyType(
-    {
-        "string": (str,),
-        "integer": (int,),
-        "number": (int, float),
-        "boolean": (bool,),
-        "array": (list, tuple),
-        "object": (dict,),
-        "null": (type(None),),
-    }
-)
-
-
-def schema_issues(value: Any, schema: Mapping[str, Any], loc: tuple[Any, ...] = ()) -> list[Issue]:
-    """A minimal JSON-schema check: `type`, `enum`, `required`, nested `properties` and `items`.
-
-    Anything else (formats, `$ref`, combinators, bounds) is accepted unchecked.
-    """
-    issues: list[Issue] = []
-    expected = schema.get("type")
-    if expected is not None:
-        names = [expected] if isinstance(expected, str) else list(expected)
-        if not any(_is_type(value, n) for n in names):
-            got = "null" if value is None else type(value).__name__
-            msg = f"expected {' or '.join(names)}, got {got}"
-            return [{"loc": list(loc), "msg": msg, "type": "type_error"}]
-    if "enum" in schema and value not in schema["enum"]:
-        issues.append({"loc": list(loc), "msg": f"must be one of {schema['enum']}", "type": "enum"})
-    if isinstance(value, dict):
-        for key in schema.get("required", ()):
-            if key not in value:
-                issues.append({"loc": [*loc, key], "msg": "Field required", "type": "missing"})
-        props = schema.get("properties") or {}
-        for key, sub in props.items():
-            if key in value and isinstance(sub, Mapping):
-                issues.extend(schema_issues(value[key], sub, (*loc, key)))
-        if schema.get("additionalProperties") is False:
-            for key in value:
-                if key not in props:
-                    issues.append(
-                        {
-                            "loc": [*loc, key],
-                            "msg": "Extra inputs are not permitted",
-                            "type": "extra_forbidden",
-                        }
-                    )
-    items = schema.get("items")
-    if isinstance(value, list | tuple) and isinstance(items, Mapping):
-        for index, item in enumerate(value):
-            issues.extend(schema_issues(item, items, (*loc, index)))
-    return issues
-
-
-def _is_type(value: Any, name: str) -> bool:
-    kinds = _JSON_TYPES.get(name)
-    if kinds is None:
-        return True
-    if isinstance(value, bool) and name in ("integer", "number"):
-        return False
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, kinds)

@@ -112,10 +112,12 @@ class EffectLedger:
             if prepared and request.workdir:
                 remove_workdir(request.workdir)  # the effect never started
             raise
+        started = time.perf_counter()
         try:
             result = await executor.run(request, fn)
         except Exception:
-            await self._write_outcome(intent, {"outcome": "error"})
+            elapsed = (time.perf_counter() - started) * 1000.0
+            await self._write_outcome(intent, {"outcome": "error", "duration_ms": elapsed})
             raise
         await self._write_outcome(
             intent,

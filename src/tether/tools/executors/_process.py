@@ -3,6 +3,11 @@
 Stdin, stdout and stderr are unlinked temporary files rather than pipes, so a grandchild that
 inherited them can never keep a dispatch waiting for end-of-file: we wait for the child's exit,
 then kill whatever it left behind in its group.
+
+With `watch=True` the child also inherits the read end of a pipe whose only write end this process
+holds. The runner forks a watchdog that blocks reading it: when this process dies (even by SIGKILL)
+the kernel closes the write end, the read returns end-of-file, and the watchdog SIGKILLs the
+child's whole process group. So a tool never outlives the engine that started it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ T = TypeVar("T")
 _STDERR_TAIL = 2000
 _GROUP_GONE_WAIT_S = 2.0
 _GROUP_POLL_S = 0.01
+
+WATCH_FD_ENV = "TETHER_WATCH_FD"
+"""The child's environment variable naming its inherited engine-death pipe (see `run_child`)."""
 
 SECRET_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY"})
 SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD")
@@ -61,13 +69,18 @@ def child_env(
     keep = set(passthrough)
     env = {k: v for k, v in os.environ.items() if not (scrub and is_secret(k)) or k in keep}
     env.update(explicit)
-    # '' and relative entries mean "the parent's current directory"; the child's cwd differs.
-    paths = [os.path.abspath(p) for p in sys.path]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["PYTHONPATH"] = python_path(env.get("PYTHONPATH"))
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     return env
+
+
+def python_path(extra: str | None = None) -> str:
+    """The parent's `sys.path` as a PYTHONPATH (absolute), then `extra`, so tool modules import."""
+    # '' and relative entries mean "the parent's current directory"; the child's cwd differs.
+    paths = [os.path.abspath(p) for p in sys.path]
+    if extra:
+        paths.append(extra)
+    return os.pathsep.join(dict.fromkeys(paths))
 
 
 def make_workdir(executor: str) -> str:
@@ -126,17 +139,29 @@ async def run_child(
     cwd: str,
     timeout_s: float | None,
     on_kill: Callable[[], Awaitable[None]] | None = None,
+    watch: bool = False,
 ) -> ChildExit:
     """Run `argv` in a new session; on timeout or cancellation kill its whole group.
 
-    `on_kill` runs first (the container executor removes its container there).
+    `on_kill` runs first (the container executor removes its container there). `watch` hands the
+    child the engine-death pipe; its read end's number is in the child's `TETHER_WATCH_FD`.
     """
     if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isabs(argv[0]):
         raise ConfigError(f"executor command {argv[0]!r} is not on PATH", command=argv[0])
     with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout:
         fin.write(stdin)
         fin.seek(0)
-        return await _run(argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill)
+        if not watch:
+            return await _run(argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill)
+        read_end, write_end = os.pipe()  # both close-on-exec; the child gets the read end only
+        try:
+            env = {**env, WATCH_FD_ENV: str(read_end)}
+            return await _run(
+                argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill, pass_fds=(read_end,)
+            )
+        finally:
+            os.close(read_end)
+            os.close(write_end)  # the watchdog (if still alive) sees end-of-file and kills the group
 
 
 async def _run(
@@ -148,6 +173,7 @@ async def _run(
     cwd: str,
     timeout_s: float | None,
     on_kill: Callable[[], Awaitable[None]] | None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ChildExit:
     with tempfile.TemporaryFile() as ferr:
         started = time.perf_counter()
@@ -159,6 +185,7 @@ async def _run(
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
         pgid = proc.pid  # a new session's leader is also its group's leader
         timed_out = False

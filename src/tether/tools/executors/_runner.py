@@ -4,6 +4,10 @@ Reads `{"target", "args", "idempotency_key", "workdir"}` from stdin and writes e
 `{"ok": value}` or `{"error": "Type: message"}` to stdout (exit 0 or 1). Anything the tool itself
 prints goes to stderr, so it can never corrupt the result. Standard library only: the container
 executor runs this file's source with `python -c` in an image that has no tether installed.
+
+When `TETHER_WATCH_FD` names an inherited pipe, a forked watchdog blocks reading it and SIGKILLs
+this process group at end-of-file, i.e. as soon as the engine that holds the write end is gone.
+A separate process rather than a thread: it acts even while the tool holds the GIL in C code.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import importlib
 import inspect
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -77,8 +82,37 @@ async def _settle(awaitable: Any) -> Any:
     return await awaitable
 
 
+def watch_engine() -> int | None:
+    """Fork the watchdog that kills this process group once the engine's end of the pipe closes."""
+    fd_text = os.environ.pop("TETHER_WATCH_FD", "")
+    if not fd_text.isdigit():
+        return None
+    fd = int(fd_text)
+    pid = os.fork()
+    if pid != 0:
+        os.close(fd)  # the tool and its children never hold it
+        return pid
+    try:
+        while os.read(fd, 1):  # nothing is ever written: this returns only at end-of-file
+            pass
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
+def stop_watchdog(pid: int | None) -> None:
+    """The tool is done: end and reap the watchdog (the engine then kills what is left)."""
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
 def main() -> int:
     """Run one request from stdin; the exit code is 0 for a result and 1 for an error."""
+    watchdog = watch_engine()
     raw = sys.stdin.buffer.read()
     result_fd = os.dup(1)
     os.dup2(2, 1)  # the tool's prints (and its children's) land on stderr
@@ -89,6 +123,7 @@ def main() -> int:
         payload, code = json.dumps({"error": f"{type(exc).__name__}: {exc}"}), 1
     with os.fdopen(result_fd, "w", encoding="utf-8") as out:
         out.write(payload)
+    stop_watchdog(watchdog)
     return code
 
 

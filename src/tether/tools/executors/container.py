@@ -1,7 +1,8 @@
 """The container executor: each call in a throwaway container via the docker or podman CLI.
 
 The container has no network, a read-only root, a private `/tmp`, the dispatch's workdir at
-`/work` (and the request's `cwd`, when given, at `/workspace`). By default the parent's Python
+`/work` (and the request's `cwd`, when given, at `/workspace`; the tool's `read_paths` read-only
+at their own paths). By default the parent's Python
 path directories (minus the standard library) are mounted read-only at the same paths so the
 tool module imports; the runner itself is passed as `python -c <source>`, so the image needs
 nothing but Python. On timeout the container is removed (`rm -f`), not just its client killed.
@@ -132,6 +133,8 @@ class ContainerExecutor:
             for path in host_python_paths():
                 argv += ["-v", f"{path}:{path}:ro"]
                 container_paths.append(path)
+        for path in dict.fromkeys(os.path.abspath(p) for p in request.read_paths):
+            argv += ["-v", f"{path}:{path}:ro"]  # the tool's declared read paths, at the same place
         argv += ["-e", f"PYTHONPATH={os.pathsep.join(container_paths)}"]
         argv += ["-e", "PYTHONDONTWRITEBYTECODE=1"]
         for name in self._env_names(request):

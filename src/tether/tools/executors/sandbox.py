@@ -1,9 +1,14 @@
-"""The sandbox executor: the subprocess executor inside bubblewrap.
+"""The sandbox executor: the subprocess executor inside bubblewrap, on an allow-list of paths.
 
-No network, a read-only view of `/`, a private `/tmp`, its own pid namespace, and only the
-dispatch's workdir (and the request's `cwd`, when given) writable. Tool modules must therefore
-live outside `/tmp`, which the sandbox replaces with an empty tmpfs — except the interpreter and
-the import path, which are bound back read-only so a virtualenv under `/tmp` still works.
+The sandbox has no network, its own pid namespace, a private `/tmp`, and a filesystem built from
+nothing: read-only binds of the system runtime (`/usr`, `/bin`, `/lib*`, the few `/etc` files the
+dynamic linker and Python read), the interpreter's prefixes and every import-path entry
+(`sys.path`, so `PYTHONPATH` included), the paths the tool declares with `read_paths=`, and the
+dispatch's workdir (plus the request's `cwd`) writable. The home directory is never bound (it is
+covered by an empty tmpfs when an import-path entry contains it) and the engine's store
+(`ExecRequest.hide_paths`) is masked wherever it would show. The environment is an allow-list:
+`PATH`, `LANG`, `HOME` (the workdir), the import path, and what the tool or executor names.
+`--die-with-parent` plus the pid namespace end every process of the call when the engine dies.
 """
 
 from __future__ import annotations
@@ -11,23 +16,40 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from tether.contracts.errors import ConfigError
 from tether.contracts.protocols import ExecRequest
-from tether.tools.executors._process import ChildExit, unwrap_shell_status
+from tether.tools.executors._process import ChildExit, python_path, unwrap_shell_status
 from tether.tools.executors.subprocess import SubprocessExecutor
 
 INSTALL_HINT = (
     "sandbox executor needs bubblewrap: apt-get install bubblewrap (Debian/Ubuntu), "
     "dnf install bubblewrap (Fedora), or pick executor='subprocess'"
 )
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/alternatives",
+    "/etc/passwd",
+    "/etc/group",
+)
+"""The `/etc` the dynamic linker and Python need; nothing with credentials or host config."""
+ALLOWED_ENV = ("PATH", "LANG")
 
 
 class SandboxExecutor(SubprocessExecutor):
-    """Runs each call in a fresh interpreter under `bwrap`; raises `ConfigError` without it."""
+    """Runs each call in a fresh interpreter under `bwrap`; raises `ConfigError` without it.
+
+    `env_passthrough` names engine variables the sandbox may see; `scrub` is kept for signature
+    compatibility with the subprocess executor: the sandbox's environment is always an allow-list.
+    """
 
     name = "sandbox"
+    watch_engine = False  # bwrap's --die-with-parent and the pid namespace do it
 
     def __init__(
         self,
@@ -43,31 +65,46 @@ class SandboxExecutor(SubprocessExecutor):
             raise ConfigError(INSTALL_HINT, command=bwrap)
         self.bwrap = found
 
+    def environment(self, request: ExecRequest, workdir: str) -> dict[str, str]:
+        """The allow-list: PATH, LANG, HOME = the workdir, the import path, and the declared names."""
+        env = {k: os.environ[k] for k in (*ALLOWED_ENV, *self.env_passthrough) if k in os.environ}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        env.update(request.env)
+        env["HOME"] = workdir
+        env["PYTHONPATH"] = python_path(request.env.get("PYTHONPATH"))
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
+
     def command(self, request: ExecRequest, workdir: str) -> list[str]:
-        """`bwrap <isolation> -- python -c <runner>`; later mounts win (binds sit on the tmpfs)."""
+        """`bwrap <mounts> -- python -c <runner>`; later mounts win, so masks come after binds."""
         argv = [
             self.bwrap,
             "--unshare-all",  # no network, ipc, uts, cgroup sharing
             "--unshare-pid",  # (included above; explicit because the promise depends on it)
             "--die-with-parent",
-            "--ro-bind",
-            "/",
-            "/",
             "--dev",
             "/dev",
             "--proc",
             "/proc",
             "--tmpfs",
             "/tmp",
-            "--bind",
-            workdir,
-            workdir,
         ]
-        for path in _tmp_paths_to_keep():
-            argv += ["--ro-bind", path, path]
+        argv += system_mounts()
+        home = _home()
+        roots = _outermost(runtime_paths())
+        argv += _ro_binds(r for r in roots if not _under(r, home))
+        if any(_under(home, r) for r in roots):
+            argv += ["--tmpfs", home]  # a root that contains the home directory must not expose it
+        argv += _ro_binds(r for r in roots if _under(r, home))
+        declared = [os.path.abspath(p) for p in request.read_paths]
+        argv += _ro_binds(declared)
+        visible = [*roots, *declared]
+        for path in request.hide_paths:
+            argv += _mask(os.path.abspath(path), visible)
+        argv += ["--bind", workdir, workdir]
         if request.cwd:
             argv += ["--bind", request.cwd, request.cwd]
-        argv += ["--chdir", request.cwd or workdir, "--"]
+        argv += ["--remount-ro", "/", "--chdir", request.cwd or workdir, "--"]
         return argv + super().command(request, workdir)
 
     def describe_child(self, child: ChildExit) -> ChildExit:
@@ -75,13 +112,76 @@ class SandboxExecutor(SubprocessExecutor):
         return unwrap_shell_status(child)
 
 
-def _tmp_paths_to_keep() -> list[str]:
-    """The interpreter's prefixes and import path entries that live under /tmp (hidden by the tmpfs)."""
-    candidates = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *sys.path}
-    keep = []
-    for path in sorted(candidates):
-        real = os.path.realpath(path) if path else ""
-        for p in {path, real}:
-            if p and p.startswith("/tmp/") and os.path.exists(p):
-                keep.append(p)
-    return sorted(set(keep))
+def system_mounts() -> list[str]:
+    """Read-only binds of the system runtime, with merged-/usr symlinks kept as symlinks."""
+    argv: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for path in SYSTEM_FILES:
+        argv += ["--ro-bind-try", path, path]
+    return argv
+
+
+def runtime_paths() -> list[str]:
+    """The interpreter's prefixes and import path (what a fresh `python` needs to start and import)."""
+    candidates = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(sys.executable),
+        *(os.path.abspath(p) for p in sys.path),
+        *os.environ.get("PYTHONPATH", "").split(os.pathsep),
+    ]
+    out: list[str] = []
+    for path in candidates:
+        if not path:
+            continue
+        for p in (os.path.abspath(path), os.path.realpath(path)):
+            if os.path.exists(p) and p != "/" and not _under(p, "/usr"):
+                out.append(p)
+    return list(dict.fromkeys(out))
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """Drop paths already covered by another one in the list."""
+    ordered = sorted(set(paths), key=len)
+    kept: list[str] = []
+    for p in ordered:
+        if not any(_under(p, k) for k in kept):
+            kept.append(p)
+    return sorted(kept)
+
+
+def _ro_binds(paths: Iterable[str]) -> list[str]:
+    argv: list[str] = []
+    for p in paths:
+        argv += ["--ro-bind-try", p, p]
+    return argv
+
+
+def _mask(path: str, visible: Sequence[str]) -> list[str]:
+    """Hide `path` (an empty dir over a dir, /dev/null over a file) when a bind would expose it."""
+    if not any(_under(path, v) for v in visible):
+        return []  # never bound, so never visible
+    if os.path.isdir(path):
+        return ["--tmpfs", path]
+    if os.path.exists(path):
+        return ["--ro-bind", "/dev/null", path]
+    return []
+
+
+def _under(path: str, root: str) -> bool:
+    """Whether `path` is `root` or inside it (both absolute)."""
+    if not root:
+        return False
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _home() -> str:
+    """The engine's home directory ("" when it is `/`, which cannot be hidden from anything)."""
+    home = os.path.realpath(os.environ.get("HOME") or os.path.expanduser("~"))
+    return "" if home == "/" else home

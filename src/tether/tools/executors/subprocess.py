@@ -2,8 +2,9 @@
 
 The child runs the runner's source (`python -c`, so it imports no tether unless the tool does),
 imports the tool by `module:qualname`, reads the request as JSON on stdin and answers JSON on
-stdout. A timeout kills the whole process
-group, grandchildren included. Secrets are scrubbed from the child's environment by default.
+stdout. A timeout kills the whole process group, grandchildren included, and so does the death
+of the engine (a watchdog in the group notices; see `_process.run_child`). Secrets are scrubbed
+from the child's environment by default.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class SubprocessExecutor:
     """Runs each call in a fresh interpreter; `env_passthrough` names secrets the tool may see."""
 
     name = "subprocess"
+    watch_engine = True
+    """Hand the child the engine-death pipe, so its group dies with the engine."""
 
     def __init__(
         self, env_passthrough: Sequence[str] = (), scrub: bool = True, *, keep_workdir: bool = False
@@ -109,6 +112,10 @@ class SubprocessExecutor:
         """The argv that starts the runner (the sandbox wraps it)."""
         return [sys.executable, "-c", runner_source()]
 
+    def environment(self, request: ExecRequest, workdir: str) -> dict[str, str]:
+        """The child's environment: the parent's minus secrets, plus the request's `env`."""
+        return child_env(self.env_passthrough, request.env, scrub=self.scrub)
+
     def describe_child(self, child: ChildExit) -> ChildExit:
         """Hook for wrappers whose own exit status encodes the tool's (bwrap: 128 + signal)."""
         return child
@@ -119,13 +126,13 @@ class SubprocessExecutor:
         request = self.prepare(request)
         workdir = request.workdir or make_workdir(self.name)
         try:
-            env = child_env(self.env_passthrough, request.env, scrub=self.scrub)
             child = await run_child(
                 self.command(request, workdir),
                 stdin=runner_input(request, target, workdir),
-                env=env,
+                env=self.environment(request, workdir),
                 cwd=request.cwd or workdir,
                 timeout_s=request.timeout_s,
+                watch=self.watch_engine,
             )
             return result_from(
                 request, self.describe_child(child), workdir=workdir, cwd=request.cwd
