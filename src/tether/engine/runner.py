@@ -182,7 +182,10 @@ async def drive(
             )
             await store.put_meta(live_meta)
         events.emit("run:start", workflow=wf.name, resumed=bool(entries))
-        status, value, error = await _run_body(seg, ctx, wf, args, root, opts)
+        try:
+            status, value, error = await _run_body(seg, ctx, wf, args, root, opts)
+        finally:
+            await seg.resources.aclose()  # MCP servers stop at settle, error and cancel alike
         outcome = await _settle(seg, status, value, error, live_meta)
     events.emit("run:end", status=outcome.status, cost=outcome.cost.total_usd)
     events.close()

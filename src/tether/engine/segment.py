@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,8 @@ class Segment:
     deferred: list[JournalEntry] = field(default_factory=list)
     pending_writes: list[asyncio.Future[Any]] = field(default_factory=list)
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    resources: AsyncExitStack = field(default_factory=AsyncExitStack)
+    """What the segment opened on first use (MCP servers); the runner closes it when the segment ends."""
 
     def __post_init__(self) -> None:
         ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
