@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import crash_child
+import mcp_crash_child
 import pytest
 from mcpkit import Calls, alive, wait_dead
 
@@ -18,7 +18,7 @@ import tether
 from tether.contracts.messages import ChatRequest
 from tether.testing import Reply
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).with_name("mcp_crash_child.py")
 
 
 def crash(tmp_path: Path, calls: Calls, mode: str, ready: Callable[[], bool], stubborn: bool = False) -> int:
@@ -51,8 +51,8 @@ async def resume(tmp_path: Path, calls: Calls) -> tuple[tether.RunOutcome, list[
 
     engine = tether.Engine(models=[tether.models.fake("fake", script=answer)], routing={"loop": "fake:m"},
                            store=f"sqlite:///{tmp_path}/t.db")
-    server = crash_child.server(str(calls.calls_path), str(calls.pids_path))
-    out = await engine.resume("crash", crash_child.workflow(server))
+    server = mcp_crash_child.server(str(calls.calls_path), str(calls.pids_path))
+    out = await engine.resume("crash", mcp_crash_child.workflow(server))
     ledger = await engine.effect_ledger("crash")
     await engine.close()
     return out, ledger

@@ -1,6 +1,6 @@
 """Child process: an engine whose agent calls our MCP server over stdio, killed by the test.
 
-Usage: python crash_child.py STORE_URL RUN_ID MODE MARKER CALLS PIDS
+Usage: python mcp_crash_child.py STORE_URL RUN_ID MODE MARKER CALLS PIDS
 MODE `after`: the echo call completes, then the next model turn writes MARKER and hangs.
 MODE `during-plain` / `during-idempotent`: the call itself hangs (slow / wait_read).
 """
