@@ -49,7 +49,6 @@ class Connection:
     def __init__(self, transport: Transport, *, start_timeout_s: float) -> None:
         self.transport = transport
         self.start_timeout_s = start_timeout_s
-        self.starts = 0
         self._session: _Session | None = None
         self._broken: str | None = None
         self._closed = False
@@ -61,7 +60,6 @@ class Connection:
 
     async def start(self) -> list[McpTool]:
         """Start the server and list its tools; a `ConfigError` naming it and its stderr if it cannot."""
-        self.starts += 1
         session = _Session()
         listed: asyncio.Future[list[McpTool]] = asyncio.get_running_loop().create_future()
         session.task = asyncio.create_task(self._own(session, listed), name=f"mcp: {self.name}")
