@@ -106,3 +106,19 @@ async def test_prefix_renames_and_deny_hides_tools(tmp_path: Path) -> None:
     assert out.status == "ok" and '"timezone": "UTC"' in out.value
     assert [t.name for t in fake.requests[0].tools] == ["clock_get_current_time"]
     assert [r.tool for r in await engine.effect_ledger("prefixed")] == ["clock_get_current_time"]
+
+
+async def test_a_fresh_run_with_two_toolsets_for_one_prompt_does_not_warn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(ask_time(), f"sqlite:///{tmp_path}/t.db")
+    utc, paris = time_server(), time_server("-m", "mcp_server_time", "--local-timezone", "Europe/Paris")
+
+    @tether.workflow(name="twice")
+    async def twice(ctx: tether.Ctx) -> list[str]:
+        return [str(await ctx.agent("What time is it in Tokyo?", tools=[s])) for s in (utc, paris)]
+
+    with caplog.at_level(logging.WARNING, logger="tether"):
+        out = await engine.run(twice, run_id="twice")
+    assert out.status == "ok" and not [r for r in caplog.records if "toolset changed" in r.getMessage()]
+    await engine.close()

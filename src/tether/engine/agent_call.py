@@ -276,7 +276,8 @@ class AgentCall:
 
     def _toolset_changed(self, scope: str, ident: dict[str, Any], tools: Sequence[Tool], what: str) -> None:
         """A resume says so when an agent misses only because its tools changed (an MCP server upgraded)."""
-        for e in self.seg.index.entries:
+        entries = self.seg.index.entries
+        for e in entries[: len(entries) - self.seg.appended]:  # journaled by earlier segments only
             running = e.kind == "agent" and e.ref is None and e.scope == scope and isinstance(e.value, dict)
             record = e.value.get("toolset") if running and isinstance(e.value, dict) else None
             if not isinstance(record, dict) or record.get("hash") == ident["toolset_hash"]:
