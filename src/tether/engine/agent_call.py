@@ -30,7 +30,7 @@ from tether.engine.segment import AppendCancelled
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
-from tether.mcp.source import ToolLike, resolve_tools
+from tether.mcp.source import ToolLike, resolve_tools, toolset_changes, toolset_record
 from tether.routing import ModelLike
 from tether.tools.definition import Tool, toolset_hash
 from tether.tools.executors.worktree import Worktree
@@ -271,26 +271,19 @@ class AgentCall:
             kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
             label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
             agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(),
-            value={"model": model, "toolset": _toolset_record(spec.tools)} if spec.tools else {"model": model},
+            value={"model": model, "toolset": toolset_record(spec.tools)} if spec.tools else {"model": model},
         )
 
     def _toolset_changed(self, scope: str, ident: dict[str, Any], tools: Sequence[Tool], what: str) -> None:
         """A resume says so when an agent misses only because its tools changed (an MCP server upgraded)."""
         entries = self.seg.index.entries
-        for e in entries[: len(entries) - self.seg.appended]:  # journaled by earlier segments only
-            running = e.kind == "agent" and e.ref is None and e.scope == scope and isinstance(e.value, dict)
-            record = e.value.get("toolset") if running and isinstance(e.value, dict) else None
-            if not isinstance(record, dict) or record.get("hash") == ident["toolset_hash"]:
-                continue
-            if content_key({**ident, "toolset_hash": record.get("hash")}) != e.key:
-                continue
-            before, now = dict(record.get("tools") or {}), _toolset_record(tools)["tools"]
-            changed = sorted(n for n in before.keys() | now.keys() if before.get(n) != now.get(n))
-            msg = (f"agent {what!r} runs live again: its toolset changed since the journaled call (seq {e.seq}); "
+        drift = toolset_changes(entries[: len(entries) - self.seg.appended], scope, ident, tools)
+        if drift is not None:
+            seq, changed = drift
+            msg = (f"agent {what!r} runs live again: its toolset changed since the journaled call (seq {seq}); "
                    f"changed tools: {', '.join(changed)}")
             logger.warning(msg)
-            self.seg.events.emit("log", level="warning", msg=msg, changed_tools=changed, seq=e.seq)
-            return
+            self.seg.events.emit("log", level="warning", msg=msg, changed_tools=changed, seq=seq)
 
     async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks) -> None:
         """A cancelled invocation still gets its terminal, with the partial (approximate) spend."""
@@ -399,11 +392,6 @@ def restore_result(
         parent_agent_id=running.parent_agent_id,
         replayed=live is None,
     )
-
-
-def _toolset_record(tools: Sequence[Tool]) -> dict[str, Any]:
-    """The toolset's hash and one digest per tool, so a later miss can name the tools that changed."""
-    return {"hash": toolset_hash(tools), "tools": {t.name: toolset_hash([t]) for t in tools}}
 
 
 def _durable_tool_budget(tb: dict[str, Any] | None) -> Any:

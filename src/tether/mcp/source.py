@@ -4,6 +4,7 @@
 flattens them with `resolve_tools` before it computes the agent's identity, so the toolset hash
 covers what the source listed. `resources` is the run segment's exit stack: a source opens
 whatever it needs there (a server process, a connection) and it is closed when the segment ends.
+`toolset_record`/`toolset_changes` let a resume name the tools whose change made an agent miss.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError
-from tether.tools.definition import Tool
+from tether.journal.canonical import content_key
+from tether.tools.definition import Tool, toolset_hash
 
 
 @runtime_checkable
@@ -56,3 +59,25 @@ async def resolve_tools(items: Iterable[ToolLike], resources: AsyncExitStack) ->
                 )
             out.setdefault(tool.name, (tool, where))
     return [tool for tool, _ in out.values()]
+
+
+def toolset_record(tools: Sequence[Tool]) -> dict[str, Any]:
+    """The toolset's hash and one digest per tool (kept on the agent's running entry)."""
+    return {"hash": toolset_hash(tools), "tools": {t.name: toolset_hash([t]) for t in tools}}
+
+
+def toolset_changes(
+    entries: Iterable[JournalEntry], scope: str, ident: dict[str, Any], tools: Sequence[Tool]
+) -> tuple[int, list[str]] | None:
+    """An earlier agent entry that differs from `ident` only by its toolset: its seq and the changed tools."""
+    for e in entries:
+        if not (e.kind == "agent" and e.ref is None and e.scope == scope and isinstance(e.value, dict)):
+            continue
+        record = e.value.get("toolset")
+        if not isinstance(record, dict) or record.get("hash") == ident["toolset_hash"]:
+            continue
+        if content_key({**ident, "toolset_hash": record.get("hash")}) != e.key:
+            continue
+        before, now = dict(record.get("tools") or {}), toolset_record(tools)["tools"]
+        return e.seq or 0, sorted(n for n in before.keys() | now.keys() if before.get(n) != now.get(n))
+    return None
