@@ -150,3 +150,21 @@ async def test_open_lists_the_tools_outside_a_run(http_server: HttpServer) -> No
         assert by_name["t_echo"].parallel_safe and by_name["t_echo"].idempotent and not by_name["t_echo"].needs_approval
         assert by_name["t_delete_item"].needs_approval and not by_name["t_delete_item"].parallel_safe
         assert json.loads(await by_name["t_echo"].call({"text": "direct"}))["text"] == "direct"
+
+
+async def test_concurrent_runs_sharing_a_toolset_each_get_and_close_their_own_server(
+    tmp_path: Path, app_stdio: Callable[..., tether.mcp.McpToolset], calls: Calls
+) -> None:
+    server = app_stdio()
+    engine = make_engine(echo_then_answer(), f"sqlite:///{tmp_path}/t.db")
+
+    @tether.workflow(name="shared")
+    async def shared(ctx: tether.Ctx) -> str:
+        return str(await ctx.agent("hi", tools=[server]))
+
+    one, two = await asyncio.gather(engine.run(shared, run_id="one"), engine.run(shared, run_id="two"))
+    assert one.status == two.status == "ok"
+    pids = calls.pids()
+    assert len(pids) == 2 and len({r["pid"] for r in calls.rows("echo")}) == 2
+    assert all(wait_dead(pid) for pid in pids)
+    await engine.close()

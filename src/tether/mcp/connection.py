@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from tether.contracts.errors import ConfigError
 from tether.mcp.results import CallOutcome, outcome_of
-from tether.mcp.transport import Transport
+from tether.mcp.transport import Transport, stderr_tail
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -32,6 +33,8 @@ _CLOSE_TIMEOUT_S = 15.0  # the SDK's own stdio shutdown escalates within ~6 s
 class _Session:
     """One start of the server: its client, the owner task and why it ended, if it did."""
 
+    errlog: TextIO
+    """The server's stderr (a temporary file, read for error messages, closed with the session)."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     client: Client | None = None
@@ -60,7 +63,9 @@ class Connection:
 
     async def start(self) -> list[McpTool]:
         """Start the server and list its tools; a `ConfigError` naming it and its stderr if it cannot."""
-        session = _Session()
+        # Kept open past the session's start: its tail explains a failure; closed when the session ends.
+        errlog = cast(TextIO, tempfile.TemporaryFile("w+", encoding="utf-8", prefix="tether-mcp-"))  # noqa: SIM115
+        session = _Session(errlog)
         listed: asyncio.Future[list[McpTool]] = asyncio.get_running_loop().create_future()
         session.task = asyncio.create_task(self._own(session, listed), name=f"mcp: {self.name}")
         self._session = session
@@ -74,7 +79,7 @@ class Connection:
             raise
         except Exception as exc:
             problem = f"failed to start: {_reason(exc)}"
-        tail = self.transport.stderr_tail()  # read before the shutdown discards the process
+        tail = stderr_tail(session.errlog)
         await self._end(session)
         raise ConfigError(
             f"MCP server `{self.name}` {problem}." + (f" Its stderr ends with:\n{tail}" if tail else "")
@@ -86,7 +91,7 @@ class Connection:
     async def _own(self, session: _Session, listed: asyncio.Future[list[McpTool]]) -> None:
         """The owner task: open the client, list, wait for `stop`; record why it ended."""
         try:
-            async with self.transport.open() as client:
+            async with self.transport.open(session.errlog) as client:
                 tools = await _list_all(client)
                 session.client = client
                 if not listed.done():
@@ -121,6 +126,8 @@ class Connection:
                 request.cancel()
                 with contextlib.suppress(BaseException):
                     await request
+        if request in done and request.cancelled():  # the transport tore the request down under us
+            return await self._lost(live, name, live.lost or "the request was cancelled by the transport")
         if request in done:
             exc = request.exception()
             return outcome_of(request.result()) if exc is None else await self._failed(live, name, exc, timeout_s)
@@ -143,7 +150,7 @@ class Connection:
 
     async def _lost(self, session: _Session, name: str, reason: str) -> CallOutcome:
         session.lost = session.lost or reason
-        tail = self.transport.stderr_tail()
+        tail = stderr_tail(session.errlog)
         await self._end(session)
         return CallOutcome(
             "error",
@@ -178,19 +185,21 @@ class Connection:
         self._closed = True
         if self._session is not None:
             await self._end(self._session)
-        self.transport.close()
 
     async def _end(self, session: _Session) -> None:
         session.stop.set()
         task = session.task
-        if task is None or task.done():
-            return
         try:
-            await asyncio.wait_for(asyncio.shield(task), _CLOSE_TIMEOUT_S)
+            if task is not None and not task.done():
+                await asyncio.wait_for(asyncio.shield(task), _CLOSE_TIMEOUT_S)
         except TimeoutError:
+            assert task is not None
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        finally:
+            if task is None or task.done():
+                session.errlog.close()
 
 
 async def _list_all(client: Client) -> list[McpTool]:

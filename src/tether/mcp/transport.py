@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from tether.contracts.errors import ConfigError
 
@@ -34,12 +33,22 @@ _SHIM = (
 
 
 class Transport(Protocol):
-    """Opens one SDK client session; `describe()` names the server in messages (never secrets)."""
+    """Opens SDK client sessions (configuration only, so runs can share it); `describe()` never shows secrets."""
 
     def describe(self) -> str: ...
-    def stderr_tail(self) -> str: ...
-    def open(self) -> AbstractAsyncContextManager[Client]: ...
-    def close(self) -> None: ...
+    def open(self, errlog: TextIO) -> AbstractAsyncContextManager[Client]:
+        """One session; a child process writes its stderr to `errlog`."""
+        ...
+
+
+def stderr_tail(errlog: TextIO | None) -> str:
+    """The last lines a server wrote to its stderr file (what it said before failing)."""
+    if errlog is None or errlog.closed:
+        return ""
+    fd = errlog.fileno()
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, _STDERR_TAIL, max(0, size - _STDERR_TAIL))
+    return data.decode("utf-8", errors="replace").strip()
 
 
 class StdioTransport:
@@ -52,7 +61,6 @@ class StdioTransport:
         self.args = [str(a) for a in args]
         self.env = dict(env) if env is not None else None
         self.cwd = os.fspath(cwd) if cwd is not None else None
-        self._stderr: IO[str] | None = None
 
     def describe(self) -> str:
         return " ".join([self.command, *self.args])
@@ -69,17 +77,8 @@ class StdioTransport:
             )
         return os.path.abspath(found)
 
-    def stderr_tail(self) -> str:
-        """The last lines the server wrote to stderr (what it said before failing)."""
-        if self._stderr is None or self._stderr.closed:
-            return ""
-        fd = self._stderr.fileno()
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, _STDERR_TAIL, max(0, size - _STDERR_TAIL))
-        return data.decode("utf-8", errors="replace").strip()
-
     @asynccontextmanager
-    async def open(self) -> AsyncIterator[Client]:
+    async def open(self, errlog: TextIO) -> AsyncIterator[Client]:
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -88,16 +87,8 @@ class StdioTransport:
         if sys.platform.startswith("linux"):
             command, args = sys.executable, ["-S", "-c", _SHIM, str(os.getpid()), exe, *self.args]
         params = StdioServerParameters(command=command, args=args, env=self.env, cwd=self.cwd)
-        if self._stderr is not None:
-            self._stderr.close()
-        # Kept open past this block (its tail explains a failure); closed by the next start or close().
-        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", prefix="tether-mcp-")  # noqa: SIM115
-        async with Client(stdio_client(params, errlog=self._stderr), cache=None) as client:
+        async with Client(stdio_client(params, errlog=errlog), cache=None) as client:
             yield client
-
-    def close(self) -> None:
-        if self._stderr is not None:
-            self._stderr.close()
 
 
 class HttpTransport:
@@ -110,11 +101,8 @@ class HttpTransport:
     def describe(self) -> str:
         return self.url
 
-    def stderr_tail(self) -> str:
-        return ""
-
     @asynccontextmanager
-    async def open(self) -> AsyncIterator[Client]:
+    async def open(self, errlog: TextIO) -> AsyncIterator[Client]:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
@@ -126,6 +114,3 @@ class HttpTransport:
             Client(streamable_http_client(self.url, http_client=http), cache=None) as client,
         ):
             yield client
-
-    def close(self) -> None:
-        pass
