@@ -168,3 +168,23 @@ async def test_concurrent_runs_sharing_a_toolset_each_get_and_close_their_own_se
     assert len(pids) == 2 and len({r["pid"] for r in calls.rows("echo")}) == 2
     assert all(wait_dead(pid) for pid in pids)
     await engine.close()
+
+
+async def test_tool_budgets_and_units_apply_to_mcp_tools(
+    tmp_path: Path, app_stdio: Callable[..., tether.mcp.McpToolset], calls: Calls
+) -> None:
+    fake = tether.models.fake("fake", script=scripted(*[Reply(tool_calls=[ToolCall("echo", {"text": str(i)})]) for i in range(3)]))
+    engine = make_engine(fake, f"sqlite:///{tmp_path}/t.db")
+    server = app_stdio(units=3)
+
+    @tether.workflow(name="budgeted")
+    async def budgeted(ctx: tether.Ctx) -> dict[str, object]:
+        result = await ctx.agent("echo a lot", tools=[server], full=True,
+                                 tool_budget=tether.ToolBudget(tool_units=tether.ToolUnits(max=5)))
+        return {"status": result.status, "limiter": result.tool_budget.limiter, "used": result.tool_budget.used}
+
+    out = await engine.run(budgeted, run_id="budgeted")
+    assert out.value == {"status": "limit", "limiter": "tool_units", "used": 1}
+    assert len(calls.rows("echo")) == 1  # the second call (3 more units) did not fit in 5
+    assert [r.tool for r in await engine.effect_ledger("budgeted")] == ["echo"]
+    await engine.close()
