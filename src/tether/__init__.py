@@ -4,7 +4,7 @@ A workflow is a plain `async def` over `ctx`; every effect goes through `ctx` in
 append-only journal, so a crashed or edited run resumes without paying twice.
 """
 
-from tether import models, testing
+from tether import mcp, models, testing
 from tether.agents.tool_budget import (
     FinalizationReserve,
     FinalizationWindow,
@@ -100,6 +100,7 @@ __all__ = [
     "TreeReport",
     "Usage",
     "Workflow",
+    "mcp",
     "models",
     "progress",
     "testing",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from tether.engine.segment import AppendCancelled
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
+from tether.mcp.source import ToolLike, resolve_tools, toolset_changes, toolset_record
 from tether.routing import ModelLike
 from tether.tools.definition import Tool, toolset_hash
 from tether.tools.executors.worktree import Worktree
@@ -37,6 +39,8 @@ from tether.tools.executors.worktree import Worktree
 if TYPE_CHECKING:
     from tether.engine.ctx import Ctx
     from tether.engine.segment import Segment
+
+logger = logging.getLogger("tether")
 
 # Engine-decided stops are memoized: replaying them is cheaper and deterministic.
 MEMOIZED_ERROR_KINDS = frozenset({"schema-mismatch"})
@@ -48,7 +52,7 @@ class AgentProfile:
 
     model: ModelLike | None = None
     system: str | None = None
-    tools: Sequence[Tool] = ()
+    tools: Sequence[ToolLike] = ()
     max_turns: int | None = None
     max_output_tokens: int | None = None
     est_cost: float | None = None
@@ -77,7 +81,7 @@ class AgentCall:
         prompt: str,
         *,
         output: Any = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[ToolLike] = (),
         model: ModelLike | None = None,
         agent_type: str | None = None,
         key: str | None = None,
@@ -100,7 +104,7 @@ class AgentCall:
         spec_model = engine.router.spec_for(role, model, profile.model, engine.workflow_model(frame.workflow))
         models = engine.router.resolve(spec_model)
         out = output_spec(output)
-        all_tools = [*profile.tools, *tools]
+        all_tools = await resolve_tools([*profile.tools, *tools], seg.resources)  # MCP servers list here
         ident = {
             "kind": "agent",
             "agent_type": agent_type,
@@ -112,6 +116,8 @@ class AgentCall:
         }
         k = content_key(ident)
         found = seg.lookup(frame.scope, k)
+        if found.action is None and all_tools:
+            self._toolset_changed(frame.scope, ident, all_tools, label or prompt[:40])
         if found.action == "replay" and found.match and found.match.terminal:
             result = restore_result(found.match.entry, found.match.terminal, out)
             seg.events.emit("agent:start", replayed=True, agent_id=result.agent_id, label=label)
@@ -315,8 +321,20 @@ class AgentCall:
         return JournalEntry(
             kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
             label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
-            agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(), value={"model": model},
+            agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(),
+            value={"model": model, "toolset": toolset_record(spec.tools)} if spec.tools else {"model": model},
         )
+
+    def _toolset_changed(self, scope: str, ident: dict[str, Any], tools: Sequence[Tool], what: str) -> None:
+        """A resume says so when an agent misses only because its tools changed (an MCP server upgraded)."""
+        entries = self.seg.index.entries
+        drift = toolset_changes(entries[: len(entries) - self.seg.appended], scope, ident, tools)
+        if drift is not None:
+            seq, changed = drift
+            msg = (f"agent {what!r} runs live again: its toolset changed since the journaled call (seq {seq}); "
+                   f"changed tools: {', '.join(changed)}")
+            logger.warning(msg)
+            self.seg.events.emit("log", level="warning", msg=msg, changed_tools=changed, seq=seq)
 
     async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks) -> None:
         """A cancelled invocation still gets its terminal, with the partial (approximate) spend."""
@@ -391,12 +409,13 @@ class AgentCall:
         )
 
     async def orchestrate(
-        self, goal: str, *, tools: Sequence[Tool] = (), output: Any = None, max_spawns: int | None = None,
+        self, goal: str, *, tools: Sequence[ToolLike] = (), output: Any = None, max_spawns: int | None = None,
         **options: Any,
     ) -> Any:
         """An agent with a `spawn_agent` tool; its children are agents one level deeper in the tree."""
         from tether.engine.orchestrator import spawn_tool
 
+        tools = await resolve_tools(tools, self.seg.resources)
         spawn = spawn_tool(self, tools, max_spawns)
         return await self.call(goal, tools=[*tools, spawn], output=output, role="orchestrate", **options)
 

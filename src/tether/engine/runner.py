@@ -226,7 +226,10 @@ async def _drive(
             )
             await seg.put_meta(live_meta)
         events.emit("run:start", workflow=wf.name, resumed=bool(entries))
-        status, value, error = await _run_body(seg, ctx, wf, args, opts)
+        try:
+            status, value, error = await _run_body(seg, ctx, wf, args, opts)
+        finally:
+            await seg.resources.aclose()  # MCP servers stop at settle, error and cancel alike
         if seg.lease_lost is not None:
             raise seg.lease_lost
         outcome = await _settle(seg, status, value, error, live_meta)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +91,10 @@ class Segment:
     _warned: set[str] = field(default_factory=set)
     schemas: dict[int, ExternalSchema] = field(default_factory=dict)
     """The declared schema of each `await_external` parked in this segment, by suspension seq."""
+    tool_orphans: dict[str, str] | None = None
+    """Idempotency key → attempt id of tool dispatches orphaned by an earlier segment (loaded on first use)."""
+    resources: AsyncExitStack = field(default_factory=AsyncExitStack)
+    """What the segment opened on first use (MCP servers); the runner closes it when the segment ends."""
 
     def __post_init__(self) -> None:
         ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]

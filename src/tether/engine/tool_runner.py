@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from tether.contracts.protocols import ExecRequest, Executor, JournalStore
@@ -25,9 +24,6 @@ class ToolRunner:
     the earlier attempt's effect is unknown. Orphans are read once per segment: a segment's own
     dispatches can never orphan a call it makes again.
     """
-
-    def __init__(self) -> None:
-        self._orphans: dict[int, tuple[weakref.ref[Segment], dict[str, str]]] = {}
 
     async def run(
         self, seg: Segment, tool: Tool, args: dict[str, Any], *, agent_seq: int, ordinal: int, call_id: str,
@@ -57,15 +53,12 @@ class ToolRunner:
             outcome=result.outcome, exit_code=result.exit_code, signal=result.signal,
         )
 
-    async def _orphans_of(self, seg: Segment) -> dict[str, str]:
+    @staticmethod
+    async def _orphans_of(seg: Segment) -> dict[str, str]:
         """idempotency key → attempt id of this run's orphaned dispatches, loaded once per segment."""
-        slot = self._orphans.get(id(seg))
-        if slot is not None and slot[0]() is seg:
-            return slot[1]
-        found = {r.idempotency_key: r.attempt_id for r in await orphans(seg.store, seg.run_id)}
-        self._orphans = {k: v for k, v in self._orphans.items() if v[0]() is not None}
-        self._orphans[id(seg)] = (weakref.ref(seg), found)
-        return found
+        if seg.tool_orphans is None:
+            seg.tool_orphans = {r.idempotency_key: r.attempt_id for r in await orphans(seg.store, seg.run_id)}
+        return seg.tool_orphans
 
 
 def _executor(tool: Tool) -> Executor:
