@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,8 @@ async def wait_with_work(ctx: tether.Ctx, gate: str) -> dict[str, Any]:
     """One branch parks on `go` while the other works until the gate opens: the run stays live."""
 
     async def worker() -> str:
+        ctx.log("info", "worker waiting for its gate")  # telemetry only: never in the journal
+
         async def hold() -> str:
             while not Path(gate).exists():
                 await asyncio.sleep(0.02)
@@ -129,10 +131,11 @@ def stepping_clock(step_s: float = 0.35) -> Callable[[], float]:
     return lambda: start + step_s * next(counter)
 
 
-def make_engine(store: str, *, clock: Callable[[], float] = time.time) -> tether.Engine:
+def make_engine(store: str, *, clock: Callable[[], float] = time.time,
+                workflows: Sequence[tether.Workflow] = WORKFLOWS) -> tether.Engine:
     model = tether.models.fake("fake", script=script, prices=PRICES)
     return tether.Engine(models=[model], routing={"loop": "fake:m", "orchestrate": "fake:m"}, store=store,
-                         workflows=WORKFLOWS, clock=clock)
+                         workflows=workflows, clock=clock)
 
 
 async def record_research(store: str, run_id: str = "research-1", topic: str = "monorepos") -> tether.RunOutcome:
