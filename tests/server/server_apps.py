@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import tether
@@ -29,11 +29,17 @@ def measure(metric: str) -> dict[str, Any]:
     return {"metric": metric, "value": len(metric) * 7}
 
 
+async def gate_opened(gate: str) -> None:
+    """Wait for the gate file. The test thread (or a browser test) opens it: a file is the simplest signal
+    that crosses from there into the server's event loop."""
+    while not await asyncio.to_thread(os.path.exists, gate):  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+
+
 @tether.tool
 async def wait_gate(gate: str) -> str:
     """Block until the test creates the gate file (how a test holds an agent in `running`)."""
-    while not Path(gate).exists():
-        await asyncio.sleep(0.02)
+    await gate_opened(gate)
     return "gate open"
 
 
@@ -99,8 +105,7 @@ async def wait_with_work(ctx: tether.Ctx, gate: str) -> dict[str, Any]:
         ctx.log("info", "worker waiting for its gate")  # telemetry only: never in the journal
 
         async def hold() -> str:
-            while not Path(gate).exists():
-                await asyncio.sleep(0.02)
+            await gate_opened(gate)
             return "worked"
 
         result: str = await ctx.step("work", hold)

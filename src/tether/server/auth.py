@@ -7,7 +7,7 @@ import ipaddress
 from http.cookies import SimpleCookie
 from urllib.parse import unquote
 
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether.contracts.errors import ConfigError
@@ -51,6 +51,7 @@ class TokenGate:
             return
         headers = dict(scope["headers"])
         accept = headers.get(b"accept", b"").decode("latin-1")
+        response: Response
         if scope["method"] == "GET" and "text/html" in accept:
             # A browser opening the inspector: a page that asks for the token (still a 401).
             response = HTMLResponse(LOGIN_PAGE, status_code=401, headers={"WWW-Authenticate": "Bearer"})

@@ -71,7 +71,8 @@ def _operation(op: Operation, refs: dict[Any, Any], components: dict[str, Any], 
     if params:
         out["parameters"] = params
     if op.body is not None:
-        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": refs[(op.body, "validation")]}}}
+        body = refs[(op.body, "validation")]
+        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     responses: dict[str, Any] = {}
     if op.stream is not None:
         responses[str(op.status)] = {
@@ -83,7 +84,8 @@ def _operation(op: Operation, refs: dict[Any, Any], components: dict[str, Any], 
         responses[str(op.status)] = {"description": _REASONS.get(op.status, "OK"),
                                      "content": {"application/json": {"schema": refs[(op.response, "serialization")]}}}
     else:
-        responses[str(op.status)] = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
+        responses[str(op.status)] = {"description": "OK",
+                                     "content": {"application/json": {"schema": {"type": "object"}}}}
     errors = set(op.errors)
     if op.query is not None or op.body is not None or op.int_params:
         errors.add(422)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
+
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.engine.segment import suspension_key
 from tether.journal.cost import fold_cost
@@ -24,7 +26,8 @@ from tether.server.state import LiveRun
 
 def genesis(entries: Sequence[JournalEntry]) -> JournalEntry | None:
     for e in entries:
-        if e.kind == "decision" and e.scope == "" and isinstance(e.value, dict) and e.value.get("decision") == "genesis":
+        value = e.value if isinstance(e.value, dict) else {}
+        if e.kind == "decision" and e.scope == "" and value.get("decision") == "genesis":
             return e
     return None
 
@@ -64,7 +67,8 @@ def summary(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None
 def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None, can_start: bool) -> RunDetail:
     first = genesis(entries)
     started = first.value if first is not None and isinstance(first.value, dict) else {}
-    containment = started.get("containment") if isinstance(started.get("containment"), dict) else {}
+    raw = started.get("containment")
+    containment: dict[str, Any] = raw if isinstance(raw, dict) else {}
     last = JournalIndex.build(entries).last_settle()
     outcome = None
     if last is not None and isinstance(last.value, dict) and last.value.get("status"):
@@ -98,6 +102,10 @@ def tree(run_id: str, entries: Sequence[JournalEntry], live: LiveRun | None) -> 
         depth[node.agent_id] = d
         end = ended.get(node.agent_id)
         model = start.value.get("model") if isinstance(start.value, dict) else None
+        if end is None:  # still running: what its settled turns drew so far (a terminal has the totals)
+            draws = [e for e in report.events if e.kind == "budget_draw" and e.agent_id == node.agent_id]
+            node = node.model_copy(update={"tokens": sum(e.tokens or 0 for e in draws),
+                                           "cost_usd": round(sum(e.usd or 0.0 for e in draws), 10)})
         nodes.append(TreeNode(
             **node.model_dump(), depth=d, agent_type=start.agent_type, model=model, seq=start.seq or 0,
             started_at=start.started_at, ended_at=end.ended_at if end is not None else None,
@@ -106,6 +114,8 @@ def tree(run_id: str, entries: Sequence[JournalEntry], live: LiveRun | None) -> 
     first = genesis(entries)
     containment = first.value.get("containment") if first is not None and isinstance(first.value, dict) else None
     max_tokens = containment.get("max_tokens") if isinstance(containment, dict) else None
+    if not isinstance(max_tokens, int):
+        max_tokens = None
     return TreeView(run_id=run_id, agents=nodes, events=report.events,
                     queued=list(live.queued) if live is not None else [], max_tokens=max_tokens)
 
@@ -140,5 +150,5 @@ def page_after(metas: Sequence[RunMeta], after: tuple[float, str] | None, status
 
 def fetch_size(limit: int, rounds: int) -> int:
     """How many runs to ask the store for on round `rounds` of filling a page (grows geometrically)."""
-    return max(limit + 1, 100) * (4 ** rounds)
+    return int(max(limit + 1, 100) * 4**rounds)
 

@@ -191,7 +191,7 @@
 
   // -- run view --------------------------------------------------------------------------------
   function runPage(runId) {
-    const page = { runId, data: null, expanded: new Set(), pendingKeys: "", timer: null, refreshing: null, again: false };
+    const page = { runId, data: null, expanded: new Set(), pendingKeys: null, timer: null, refreshing: null, again: false };
     const enc = encodeURIComponent(runId);
     crumbs(h("a", { href: "#/" }, "Runs"), h("span", { class: "mono" }, runId));
     const el = {
@@ -346,7 +346,7 @@
 
     function renderPending(det) {
       const keys = det.suspensions.map((x) => x.kind + ":" + x.key).join("|");
-      if (keys === page.pendingKeys && el.pending.childElementCount) return; // keep what the user typed
+      if (keys === page.pendingKeys) return; // the same suspensions: keep what the user typed
       page.pendingKeys = keys;
       if (!det.suspensions.length) { fill(el.pending, h("div", { class: "empty" }, "Nothing is waiting.")); return; }
       fill(el.pending, ...det.suspensions.map((sus) => {
@@ -360,7 +360,7 @@
             const r = await post("/api/runs/" + enc + "/resolve", { key: sus.key, value });
             msg.className = "s-msg good";
             msg.textContent = r.woke_live_run ? "resolved: the run continues" : r.resumed ? "resolved: the run resumed here" : "resolved (journaled)";
-            page.pendingKeys = "";
+            page.pendingKeys = null;
             await refresh();
           } catch (e) { msg.className = "s-msg bad"; msg.textContent = e.message; btn.disabled = false; }
         };
