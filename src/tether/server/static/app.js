@@ -299,8 +299,11 @@
       const refused = tree.events.filter((e) => e.kind === "spawn_refused").length;
       const u = det.cost.usage;
       const end = det.status === "running" ? Date.now() / 1000 : det.updated_at;
+      const inflight = tree.agents.filter((n) => n.status === "running").reduce((a, n) => a + n.cost_usd, 0);
       fill(el.stats, 
-        stat("Spent", usd(det.spent_usd), c.budget_usd ? spendBar(det.spent_usd, c.budget_usd) : "no USD ceiling", { "data-testid": "stat-spent" }),
+        stat("Spent", usd(det.spent_usd), [c.budget_usd ? spendBar(det.spent_usd, c.budget_usd) : "no USD ceiling",
+          inflight > 0 ? h("div", { title: "drawn by turns of agents still running; it counts once they settle" }, "+ " + usd(inflight) + " drawn in flight") : null],
+          { "data-testid": "stat-spent" }),
         stat("Tokens", int(u.input_tokens + u.output_tokens), int(u.input_tokens) + " in · " + int(u.output_tokens) + " out" + (c.max_tokens ? " · cap " + int(c.max_tokens) : "")),
         stat("Agents", String(tree.agents.length), (refused ? refused + " refused · " : "") + (tree.queued.length ? tree.queued.length + " queued · " : "") + det.cost.provider_calls + " provider calls"),
         stat("Duration", dur(end - det.created_at), "started " + ago(det.created_at)));
@@ -480,7 +483,8 @@
     }
     const xStep = niceStep(tEnd, 5);
     for (let t = 0; t <= tEnd + 1e-9; t += xStep) {
-      svg.append(s("text", { x: x(t), y: H - 10, "text-anchor": t === 0 ? "start" : "middle" }, dur(t)));
+      const anchor = t === 0 ? "start" : x(t) > W - R - 24 ? "end" : "middle";
+      svg.append(s("text", { x: x(t), y: H - 10, "text-anchor": anchor }, dur(t)));
     }
     svg.append(s("line", { class: "axis", x1: L, x2: W - R, y1: y(0), y2: y(0) }));
     let d = "M" + x(0) + " " + y(0);
