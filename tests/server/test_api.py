@@ -224,6 +224,58 @@ def test_a_settled_runs_event_stream_is_its_history_then_it_ends(recorded: str, 
     assert [json.loads(d)["seq"] for t, d in again if t != "end"] == list(range(11, len(events) + 1))
 
 
+def test_a_run_driven_by_another_engine_is_followed_through_the_store_until_it_settles(
+    store_url: str, tmp_path: Path, serve: Serve
+) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    far = make_engine(store_url)  # another driver: its own engine, event loop and thread
+
+    async def drive() -> str:
+        try:
+            out = await far.run("live_panel", {"question": "q", "gates": str(gates)}, run_id="far-1",
+                                containment=tether.Containment(max_agents=8, max_concurrent=1, max_depth=1))
+            return out.status
+        finally:
+            await far.close()
+
+    result: dict[str, str] = {}
+    driver = threading.Thread(target=lambda: result.update(status=asyncio.run(drive())))
+    driver.start()
+    client = serve(mode="store")
+    wait_for(lambda: client.get("/api/runs/far-1/tree").json().get("agents"), what="the far run's first agent")
+    assert client.get("/api/runs/far-1").json()["driven_here"] is False
+
+    chunks: list[str] = []
+    connected = threading.Event()
+
+    def read() -> None:
+        with client.stream("GET", "/api/runs/far-1/events") as response:
+            for chunk in response.iter_text():
+                chunks.append(chunk)
+                connected.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert connected.wait(30)
+    wait_for(lambda: "event: agent:start" in "".join(chunks), what="the history to arrive")
+    history = [t for t, _ in sse_events("".join(chunks))]
+    assert history[:2] == ["run:start", "agent:start"] and "agent:end" not in history
+    assert reader.is_alive()  # still following: the run has not settled
+    for angle in ("practical", "skeptical", "optimistic"):
+        (gates / angle).write_text("open")
+    driver.join(60)
+    reader.join(60)
+    assert result["status"] == "suspended" and not reader.is_alive()
+    frames = sse_events("".join(chunks))
+    types = [t for t, _ in frames]
+    assert types.count("agent:start") == 3 and types.count("agent:end") == 3
+    assert types[-3:] == ["external:waiting", "run:end", "end"]
+    assert json.loads(frames[-1][1]) == {"run_id": "far-1", "status": "suspended"}
+    assert [json.loads(d)["data"]["journal_seq"] for t, d in frames if t == "agent:end"] == sorted(
+        json.loads(d)["data"]["journal_seq"] for t, d in frames if t == "agent:end")
+
+
 # -- resolve, cancel, start ----------------------------------------------------------------------
 
 def test_a_resolve_wakes_a_live_run_and_it_finishes(tmp_path: Path, serve: Serve) -> None:
@@ -237,9 +289,18 @@ def test_a_resolve_wakes_a_live_run_and_it_finishes(tmp_path: Path, serve: Serve
     assert detail["status"] == "running" and detail["driven_here"] is True
     assert [s["key"] for s in detail["suspensions"]] == ["go"]
 
-    stream: dict[str, str] = {}
-    reader = threading.Thread(target=lambda: stream.update(text=client.get("/api/runs/live-1/events").text))
+    chunks: list[str] = []
+    connected = threading.Event()
+
+    def read() -> None:
+        with client.stream("GET", "/api/runs/live-1/events") as response:
+            for chunk in response.iter_text():
+                chunks.append(chunk)
+                connected.set()
+
+    reader = threading.Thread(target=read)
     reader.start()
+    assert connected.wait(30)  # the stream is open while the run is live
     r = client.post("/api/runs/live-1/resolve", json={"key": "go", "value": {"approved": True}})
     assert r.status_code == 200
     assert r.json() == {"run_id": "live-1", "key": "go", "woke_live_run": True, "resumed": False,
@@ -251,7 +312,8 @@ def test_a_resolve_wakes_a_live_run_and_it_finishes(tmp_path: Path, serve: Serve
     assert outcome["value"] == {"got": {"approved": True}, "worked": "worked"}
     assert client.get("/api/runs/live-1").json()["segments"] == 1  # woken in place, not resumed
     reader.join(30)
-    types = [t for t, _ in sse_events(stream["text"])]
+    assert not reader.is_alive()
+    types = [t for t, _ in sse_events("".join(chunks))]
     # live events straight from the run's handle: `log` is telemetry the journal never holds
     assert "log" in types and "external:waiting" in types and types[-2:] == ["run:end", "end"]
 
@@ -382,3 +444,12 @@ def test_the_openapi_document_is_valid_and_generated_from_the_routes(serve: Serv
     validate(gated)
     assert gated["security"] == [{"bearer": []}] and gated["paths"]["/healthz"]["get"]["security"] == []
     assert "401" in gated["paths"]["/api/runs"]["get"]["responses"]
+
+
+def test_an_event_whose_payload_json_cannot_hold_still_streams_as_json() -> None:
+    from tether.server import event_json
+
+    event = tether.Event(type="log", run_id="r", seq=3, ts=1.5, data={"obj": object(), "n": 1})
+    decoded = json.loads(event_json(event))
+    assert decoded["data"]["n"] == 1 and decoded["data"]["obj"].startswith("<object object")
+    assert tether.Event.model_validate(decoded).seq == 3

@@ -58,10 +58,11 @@ async def load_run(state: ServerState, run_id: str) -> tuple[RunMeta, list[Journ
 
 async def health(call: Call) -> Health:
     state = state_of(call)
-    return Health(version=_version(), mode=state.mode)
+    return Health(version=version(), mode=state.mode)
 
 
-def _version() -> str:
+def version() -> str:
+    """The installed tether's version (what `/healthz` and the OpenAPI document report)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -95,7 +95,7 @@ def create_app(
 
     async def openapi(request: Request) -> Response:
         names = sorted(engine.workflows) if mode == "app" else []
-        return JSONResponse(document(ops, version=api._version(), token=token is not None, workflows=names))
+        return JSONResponse(document(ops, version=api.version(), token=token is not None, workflows=names))
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
+
+from pydantic_core import PydanticSerializationError
 
 from tether.contracts.entries import JournalEntry, RunStatus
 from tether.contracts.events import Event, EventType
@@ -16,8 +19,14 @@ HEARTBEAT = ": keep-alive\n\n"
 
 
 def event_json(event: Event) -> str:
-    """The one place an event becomes JSON (so typed per-type event models are a one-line change)."""
-    return event.model_dump_json(fallback=repr)
+    """The one place an event becomes JSON (so typed per-type event models are a one-line change).
+
+    A payload value JSON cannot hold (telemetry may carry any object) is sent as its repr.
+    """
+    try:
+        return event.model_dump_json()
+    except PydanticSerializationError:
+        return json.dumps(event.model_dump(), default=repr)
 
 
 def sse_frame(event: Event) -> str:
@@ -41,7 +50,6 @@ class JournalFollower:
         self.seq = 0
         self.spent = 0.0
         self.ceiling: float | None = None
-        self.running: dict[int, JournalEntry] = {}
         self.depth: dict[int, int] = {}
 
     def feed(self, entries: Iterable[JournalEntry]) -> list[Event]:
@@ -68,7 +76,6 @@ class JournalFollower:
             return self._agent(e)
         if e.kind == "child":
             if e.ref is None:
-                self.running[e.seq or 0] = e
                 return [self._event("child:start", e, workflow=e.label, scope=e.scope)]
             return [self._event("child:end", e, workflow=e.label, status=e.status)]
         if e.kind == "external":
@@ -85,7 +92,6 @@ class JournalFollower:
 
     def _agent(self, e: JournalEntry) -> list[Event]:
         if e.ref is None and e.status == "running":
-            self.running[e.seq or 0] = e
             depth = 1 if e.parent_agent_id is None else self.depth.get(e.parent_agent_id, 1) + 1
             if e.agent_id is not None:
                 self.depth[e.agent_id] = depth
