@@ -64,6 +64,10 @@ def script(request: ChatRequest) -> Reply:
                          input_tokens=2_400, output_tokens=380)
         return Reply(text="Plan: two findings merged; the third seat was refused by the agent cap.",
                      input_tokens=3_900, output_tokens=520)
+    if any(t.name == "deploy" for t in request.tools):
+        if turn == 0:
+            return Reply(tool_calls=[ToolCall("deploy", {"env": "prod"})], input_tokens=700, output_tokens=40)
+        return Reply(text="deployed to prod", input_tokens=900, output_tokens=30)
     gate = re.search(r"gate=(\S+)", prompt)
     if gate is not None:
         if turn == 0:
@@ -121,12 +125,23 @@ async def wait(ctx: tether.Ctx) -> Any:
     return await ctx.await_external("approve")
 
 
+@tether.tool(needs_approval=True)
+def deploy(env: str) -> str:
+    """Ship it (a human approves first)."""
+    return f"shipped to {env}"
+
+
+@tether.workflow(name="ship")
+async def ship(ctx: tether.Ctx) -> Any:
+    return await ctx.agent("Deploy the release", label="deployer", tools=[deploy])
+
+
 @tether.workflow(name="echo")
 async def echo(ctx: tether.Ctx, **args: Any) -> dict[str, Any]:
     return args
 
 
-WORKFLOWS = (research, live_panel, wait_with_work, wait, echo)
+WORKFLOWS = (research, live_panel, wait_with_work, wait, ship, echo)
 
 
 def stepping_clock(step_s: float = 0.35) -> Callable[[], float]:

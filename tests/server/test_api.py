@@ -332,6 +332,22 @@ def test_resolving_a_settled_suspended_run_resumes_it_here_until_it_finishes(ser
     assert again.status_code == 409 and again.json()["error"]["code"] == "already-resolved"
 
 
+def test_a_tool_approval_is_listed_with_its_tool_and_args_and_an_allow_resumes_the_run(serve: Serve) -> None:
+    client = serve()
+    client.post("/api/runs", json={"workflow": "ship", "run_id": "ship-1"})
+    wait_for(lambda: run_status(client, "ship-1") == "suspended", what="the approval to suspend the run")
+    (approval,) = client.get("/api/runs/ship-1").json()["suspensions"]
+    assert approval["kind"] == "approval" and approval["tool"] == "deploy" and approval["args"] == {"env": "prod"}
+    assert approval["agent_id"] == 1 and approval["key"].startswith("approval:")
+    r = client.post("/api/runs/ship-1/resolve", json={"key": approval["key"], "value": "allow"})
+    assert r.status_code == 200 and r.json()["resumed"] is True
+    wait_for(lambda: run_status(client, "ship-1") == "ok", what="the approved run to finish")
+    assert client.get("/api/runs/ship-1").json()["outcome"]["value"] == "deployed to prod"
+    transcript = client.get("/api/runs/ship-1/agents/1/transcript").json()
+    results = [p["content"] for m in transcript["messages"] for p in m["parts"] if p["type"] == "tool_result"]
+    assert results == ["shipped to prod"]
+
+
 def test_a_store_server_resolves_durably_without_resuming(store_url: str, serve: Serve) -> None:
     app = serve()
     app.post("/api/runs", json={"workflow": "wait", "run_id": "w-2"})
@@ -438,7 +454,7 @@ def test_the_openapi_document_is_valid_and_generated_from_the_routes(serve: Serv
     ops = {(op.method.lower(), op.path) for op in operations()}
     assert {(m, p) for p, item in doc["paths"].items() for m in item} == ops
     start = doc["components"]["schemas"]["StartRequest"]["properties"]["workflow"]
-    assert start["enum"] == ["echo", "live_panel", "research", "wait", "wait_with_work"]
+    assert start["enum"] == ["echo", "live_panel", "research", "ship", "wait", "wait_with_work"]
     assert "security" not in doc
     gated = serve(token="t").get("/api/openapi.json", headers={"Authorization": "Bearer t"}).json()
     validate(gated)

@@ -25,6 +25,7 @@ from tether.server.state import LiveRun
 
 
 def genesis(entries: Sequence[JournalEntry]) -> JournalEntry | None:
+    """The run's first decision: workflow, args hash, budget and containment as the run started."""
     for e in entries:
         value = e.value if isinstance(e.value, dict) else {}
         if e.kind == "decision" and e.scope == "" and value.get("decision") == "genesis":
@@ -48,6 +49,7 @@ def suspensions(entries: Sequence[JournalEntry]) -> list[Suspension]:
 
 
 def summary(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None) -> RunSummary:
+    """One run-list row; spend is the cost fold over the journal's terminals."""
     end = time.time() if meta.status == "running" else meta.updated_at
     return RunSummary(
         run_id=meta.run_id,
@@ -65,6 +67,7 @@ def summary(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None
 
 
 def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None, can_start: bool) -> RunDetail:
+    """The run page's header data: the summary plus ceilings, the last settle and open suspensions."""
     first = genesis(entries)
     started = first.value if first is not None and isinstance(first.value, dict) else {}
     raw = started.get("containment")
@@ -91,6 +94,7 @@ def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None,
 
 
 def tree(run_id: str, entries: Sequence[JournalEntry], live: LiveRun | None) -> TreeView:
+    """The agent tree with depth and timing per node, and the queue this server sees live."""
     report = fold_tree(entries)
     running = {e.agent_id: e for e in entries if e.kind == "agent" and e.ref is None and e.agent_id is not None}
     ended = {e.agent_id: e for e in entries if e.kind == "agent" and e.ref is not None and e.agent_id is not None}
