@@ -145,7 +145,7 @@ def test_a_live_runs_nodes_change_state_and_its_suspension_resolves_from_the_pag
     gates = tmp_path / "gates"
     gates.mkdir()
     post(server, "/api/runs", {
-        "workflow": "live_panel", "run_id": "live-1", "budget_usd": 0.5,
+        "workflow": "live_panel", "run_id": "live-1", "budget_usd": 0.12,
         "args": {"question": "ship it?", "gates": str(gates)},
         "containment": {"max_agents": 8, "max_concurrent": 1, "max_depth": 1},
     })

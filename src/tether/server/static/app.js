@@ -479,7 +479,7 @@
     const yStep = niceStep(yTop, 4);
     for (let v = 0; v <= yTop + 1e-12; v += yStep) {
       svg.append(s("line", { class: "grid-line", x1: L, x2: W - R, y1: y(v), y2: y(v) }),
-        s("text", { x: L - 8, y: y(v) + 4, "text-anchor": "end" }, usd(v)));
+        s("text", { x: L - 8, y: y(v) + 4, "text-anchor": "end" }, usd(v).replace(/(\.\d\d\d*?)0+$/, "$1")));
     }
     const xStep = niceStep(tEnd, 5);
     for (let t = 0; t <= tEnd + 1e-9; t += xStep) {
