@@ -303,7 +303,7 @@ def main() -> None:
 
 
 # Commands in their own modules register on `app` (imported last: they import from here).
-from tether.cli import tree_command  # noqa: E402, F401
+from tether.cli import serve_command, tree_command  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,103 @@
+"""The write side of the API: resolve a suspension, cancel a run driven here, start a run of the app."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from tether.contracts.entries import JournalEntry
+from tether.engine.segment import suspension_key
+from tether.engine.tree import Containment
+from tether.journal.matching import JournalIndex
+from tether.server import views
+from tether.server.api import load_run, state_of
+from tether.server.models import (
+    CancelRequest,
+    CancelResult,
+    ResolveRequest,
+    ResolveResult,
+    StartRequest,
+    StartResult,
+)
+from tether.server.routing import ApiError, Call
+from tether.server.state import ServerState
+
+
+async def resolve(call: Call) -> ResolveResult:
+    """Close suspension `key`: wake the parked branch of a run driven here, or journal it durably.
+
+    A run that had settled `suspended` and whose workflow this server's engine has registered is
+    then resumed here, so it carries on without another command.
+    """
+    state, body = state_of(call), call.body
+    assert isinstance(body, ResolveRequest)
+    run_id = call.run_id
+    meta, entries = await load_run(state, run_id)
+    if not any(s.key == body.key for s in views.suspensions(entries)):
+        raise _no_open_suspension(run_id, body.key, entries)
+    live = state.driving(run_id)
+    if live is not None:
+        if not await live.handle.resolve_external(body.key, body.value):
+            raise _no_open_suspension(run_id, body.key, (await load_run(state, run_id))[1])
+        return ResolveResult(run_id=run_id, key=body.key, woke_live_run=True, resumed=False, status="running")
+    if not await state.engine.resolve_external(run_id, body.key, body.value):
+        raise _no_open_suspension(run_id, body.key, (await load_run(state, run_id))[1])
+    resumed = _resume_here(state, run_id, meta.status, meta.workflow, meta.args)
+    return ResolveResult(run_id=run_id, key=body.key, woke_live_run=False, resumed=resumed,
+                         status="running" if resumed else meta.status)
+
+
+def _resume_here(state: ServerState, run_id: str, status: str, workflow: str, args: object) -> bool:
+    if status != "suspended" or state.mode != "app" or workflow not in state.engine.workflows:
+        return False
+    state.track(state.engine.start(workflow, args if isinstance(args, dict) else {}, run_id=run_id))
+    return True
+
+
+def _no_open_suspension(run_id: str, key: str, entries: list[JournalEntry]) -> ApiError:
+    index = JournalIndex.build(entries)
+    if any(suspension_key(e) == key for e in index.suspensions()):
+        return ApiError(409, "already-resolved", f"suspension {key!r} of run {run_id!r} is already closed (the first "
+                        f"resolution wins); nothing was written", run_id=run_id, key=key)
+    open_keys = [s.key for s in views.suspensions(entries)]
+    return ApiError(404, "suspension-not-found", f"run {run_id!r} has no suspension {key!r}; open keys: "
+                    f"{open_keys or 'none'}", run_id=run_id, key=key, open=open_keys)
+
+
+async def cancel(call: Call) -> CancelResult:
+    """Cancel a run this server's engine drives; any other run answers 409 (it is driven elsewhere or settled)."""
+    state, body = state_of(call), call.body
+    assert isinstance(body, CancelRequest)
+    live = state.driving(call.run_id)
+    if live is None:
+        meta, _ = await load_run(state, call.run_id)
+        if meta.status == "running":
+            raise ApiError(409, "driven-elsewhere", f"run {call.run_id!r} is driven by another process, not by this "
+                           f"server; cancel it where it runs (this server cancels only runs its own engine drives)",
+                           run_id=call.run_id, status=meta.status)
+        raise ApiError(409, "run-settled", f"run {call.run_id!r} already settled {meta.status!r}; there is nothing "
+                       f"to cancel", run_id=call.run_id, status=meta.status)
+    live.handle.cancel(body.reason)
+    return CancelResult(run_id=call.run_id, reason=body.reason)
+
+
+async def start(call: Call) -> StartResult | Response:
+    """Start a run of a workflow registered with the app engine; it is driven (and cancellable) here."""
+    state, body = state_of(call), call.body
+    assert isinstance(body, StartRequest)
+    engine = state.engine
+    if state.mode != "app":
+        raise ApiError(409, "no-app-engine", "this server only reads a store; start it with --app MODULE:ENGINE "
+                       "to start runs")
+    if body.workflow not in engine.workflows:
+        raise ApiError(404, "workflow-not-found", f"no workflow named {body.workflow!r} is registered with the app "
+                       f"engine; known: {sorted(engine.workflows)}", workflow=body.workflow,
+                       known=sorted(engine.workflows))
+    if body.run_id is not None and (await (await engine.store()).get_meta(body.run_id)) is not None:
+        raise ApiError(409, "run-exists", f"run {body.run_id!r} already exists; pick another run_id (a resolve "
+                       f"resumes a suspended run)", run_id=body.run_id)
+    containment = Containment(**body.containment.model_dump()) if body.containment is not None else None
+    handle = engine.start(body.workflow, body.args, run_id=body.run_id, budget_usd=body.budget_usd,
+                          containment=containment, deadline_s=body.deadline_s)
+    state.track(handle)
+    return StartResult(run_id=handle.run_id, workflow=body.workflow, status="running",
+                       url=f"/api/runs/{handle.run_id}")

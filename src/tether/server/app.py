@@ -1,0 +1,137 @@
+"""`create_app(engine)`: the Starlette app behind `tether serve`: JSON API, SSE, OpenAPI and the inspector."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Literal
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from tether.engine.engine import Engine
+from tether.journal.cost import CostReport
+from tether.server import actions, api
+from tether.server.auth import TokenGate
+from tether.server.models import (
+    CancelRequest,
+    CancelResult,
+    Health,
+    JournalPage,
+    JournalQuery,
+    LedgerView,
+    ResolveRequest,
+    ResolveResult,
+    RunDetail,
+    RunListQuery,
+    RunPage,
+    StartRequest,
+    StartResult,
+    Transcript,
+    TreeView,
+)
+from tether.server.openapi import document
+from tether.server.routing import ApiError, Call, Operation, error_response, routes
+from tether.server.state import ServerState
+
+STATIC = Path(__file__).parent / "static"
+RUN = "/api/runs/{run_id}"
+
+
+def operations() -> list[Operation]:
+    """Every API route; the OpenAPI document is generated from this list."""
+    return [
+        Operation("GET", "/healthz", "health", "Liveness (never behind the token)", api.health, Health),
+        Operation("GET", "/api/runs", "list_runs", "Runs, newest first, by status, paged by cursor", api.list_runs,
+                  RunPage, query=RunListQuery, errors=(400,)),
+        Operation("POST", "/api/runs", "start_run", "Start a run of a workflow registered with the app engine",
+                  actions.start, StartResult, status=201, body=StartRequest, errors=(404, 409)),
+        Operation("GET", RUN, "get_run", "A run: meta, status, last outcome, ceilings, open suspensions", api.get_run,
+                  RunDetail, errors=(404,)),
+        Operation("GET", f"{RUN}/journal", "get_journal", "Journal entries in seq order, paged", api.journal,
+                  JournalPage, query=JournalQuery, errors=(400, 404)),
+        Operation("GET", f"{RUN}/tree", "get_tree", "The agent tree, its AgentEvent rows and live queued agents",
+                  api.agent_tree, TreeView, errors=(404,)),
+        Operation("GET", f"{RUN}/cost", "get_cost", "The cost report (a pure fold over the journal)", api.cost,
+                  CostReport, errors=(404,)),
+        Operation("GET", f"{RUN}/ledger", "get_ledger", "The tool effect ledger", api.ledger, LedgerView,
+                  errors=(404,)),
+        Operation("GET", f"{RUN}/events", "get_events", "Server-Sent Events of the run", api.events, None,
+                  errors=(404,), stream="text/event-stream",
+                  description="Live events when this server drives the run; otherwise events derived from the "
+                              "journal (history, then new entries until the run settles). A settled run sends "
+                              "its history and ends."),
+        Operation("GET", f"{RUN}/agents/{{agent_id}}/transcript", "get_transcript",
+                  "An agent's transcript (its last checkpoint) and output", api.transcript, Transcript,
+                  errors=(404,), int_params=("agent_id",)),
+        Operation("POST", f"{RUN}/resolve", "resolve", "Resolve an open suspension with a JSON value",
+                  actions.resolve, ResolveResult, body=ResolveRequest, errors=(404, 409)),
+        Operation("POST", f"{RUN}/cancel", "cancel", "Cancel a run this server drives (409 for any other run)",
+                  actions.cancel, CancelResult, status=202, body=CancelRequest, errors=(404, 409)),
+    ]
+
+
+def create_app(
+    engine: Engine,
+    *,
+    token: str | None = None,
+    mode: Literal["app", "store"] = "app",
+    owns_engine: bool = False,
+    poll_s: float = 0.5,
+) -> Starlette:
+    """The ASGI app over `engine`; `mode="store"` serves the read side of a store without starting runs.
+
+    Runs the embedding program starts itself can be driven through the API too once handed over:
+    `app.state.tether.track(engine.start(...))`.
+    """
+    state = ServerState(engine, token=token, mode=mode, owns_engine=owns_engine, poll_s=poll_s)
+    ops = operations()
+
+    async def openapi(request: Request) -> Response:
+        names = sorted(engine.workflows) if mode == "app" else []
+        return JSONResponse(document(ops, version=api.version(), token=token is not None, workflows=names))
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await state.shutdown()
+
+    app = Starlette(
+        routes=[
+            *routes(ops),
+            Route("/api/openapi.json", openapi, methods=["GET"]),
+            Route("/", index, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        middleware=[Middleware(TokenGate, token=token)],
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        lifespan=lifespan,
+    )
+    app.state.tether = state
+    return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+    headers = dict(exc.headers or {})
+    return error_response(ApiError(exc.status_code, code, f"{request.method} {request.url.path}: {exc.detail}"),
+                          headers=headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return error_response(ApiError(500, "internal", f"{type(exc).__name__}: {exc}"))
+
+
+__all__ = ["Call", "create_app", "operations"]

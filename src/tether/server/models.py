@@ -1,0 +1,283 @@
+"""The HTTP API's request and response bodies: every route answers one of these, and OpenAPI is built from them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from tether.contracts.entries import JournalEntry, RunStatus
+from tether.contracts.events import AgentEvent, ToolEffectRecord
+from tether.contracts.messages import Message
+from tether.contracts.usage import Usage
+from tether.journal.cost import CostReport
+from tether.journal.tree import AgentNode
+
+CURSOR_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?~.+$"
+"""A run-list cursor is a position, `<created_at>~<run_id>`."""
+BODY = ConfigDict(extra="forbid", strict=True)
+"""Request bodies are JSON and validated strictly: `false` is not a number, `"1"` is not an int."""
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "ok", "error", "cancelled", "exhausted", "suspended")
+
+
+class ErrorBody(BaseModel):
+    """What went wrong: a stable `code`, a message that says what to do, and the numbers behind it."""
+
+    code: str
+    message: str
+    data: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx/5xx answer of the API."""
+
+    error: ErrorBody
+
+
+class Health(BaseModel):
+    """`GET /healthz`: the server is up (never behind the token)."""
+
+    ok: bool = True
+    version: str
+    mode: Literal["app", "store"]
+    """`app`: an application engine is loaded (runs can be started and driven here); `store`: read side only."""
+
+
+class StreamEnd(BaseModel):
+    """The `data` of the last frame (`event: end`) of an event stream: the run settled (or is not followed further)."""
+
+    run_id: str
+    status: RunStatus | None = None
+
+
+class RunSummary(BaseModel):
+    """One row of the run list."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    budget_usd: float | None = None
+    spent_usd: float = 0.0
+    created_at: float
+    updated_at: float
+    duration_s: float
+    """Wall time from the run's creation to its last settle (to now while it runs)."""
+    segments: int = 1
+    pending: int = 0
+    """Open suspensions (human-in-the-loop keys and approvals) waiting for a resolution."""
+    driven_here: bool = False
+    """This server's engine is driving the run right now (it can be cancelled here)."""
+
+
+class RunPage(BaseModel):
+    """A page of runs, newest first; pass `next_cursor` back as `cursor` for the next page."""
+
+    runs: list[RunSummary]
+    next_cursor: str | None = None
+
+
+class Ceilings(BaseModel):
+    """What the run was started under: its USD ceiling and its agent tree's containment caps."""
+
+    budget_usd: float | None = None
+    max_agents: int | None = None
+    max_concurrent: int | None = None
+    max_depth: int | None = None
+    max_tokens: int | None = None
+    max_usd: float | None = None
+    max_duration_s: float | None = None
+
+
+class Settled(BaseModel):
+    """The last settle of the run: how its latest segment ended."""
+
+    status: RunStatus
+    value: JsonValue = None
+    error: dict[str, JsonValue] | None = None
+    pending: list[str] = Field(default_factory=list)
+    at: float | None = None
+
+
+class Suspension(BaseModel):
+    """An open suspension: `await_external(key)` or a tool approval, waiting for `POST .../resolve`."""
+
+    key: str
+    kind: Literal["external", "approval"]
+    seq: int
+    scope: str
+    label: str | None = None
+    agent_id: int | None = None
+    tool: str | None = None
+    args: JsonValue = None
+    since: float | None = None
+
+
+class RunDetail(RunSummary):
+    """`GET /api/runs/{run_id}`: the summary plus args, ceilings, the last outcome and what is pending."""
+
+    args: JsonValue = None
+    ceilings: Ceilings
+    outcome: Settled | None = None
+    suspensions: list[Suspension] = Field(default_factory=list)
+    cost: CostReport
+    entries: int
+    """Journal entries so far."""
+    started_at: float | None = None
+    """When the genesis decision was journaled (the spend chart's origin)."""
+    can_start: bool = False
+    """The workflow is registered with this server's engine (a resolve resumes it here)."""
+
+
+class JournalPage(BaseModel):
+    """Journal entries in seq order; pass `next_cursor` back as `cursor` for the next page."""
+
+    run_id: str
+    entries: list[JournalEntry]
+    total: int
+    next_cursor: str | None = None
+
+
+class TreeNode(AgentNode):
+    """One agent of the tree, with where it sits and when it ran."""
+
+    depth: int = 1
+    agent_type: str | None = None
+    model: str | None = None
+    seq: int
+    """The journal seq of the agent's `running` entry."""
+    started_at: float | None = None
+    ended_at: float | None = None
+    transcript: str | None = None
+    """API path of the agent's transcript (its last checkpoint), when one can exist."""
+
+
+class QueuedAgent(BaseModel):
+    """An agent waiting for a concurrency slot (seen live by this server; never journaled)."""
+
+    label: str | None = None
+    depth: int = 1
+    since: float
+
+
+class TreeView(BaseModel):
+    """`GET /api/runs/{run_id}/tree`: the agents, the `AgentEvent` audit rows and the live queue."""
+
+    run_id: str
+    agents: list[TreeNode]
+    events: list[AgentEvent]
+    queued: list[QueuedAgent] = Field(default_factory=list)
+    max_tokens: int | None = None
+
+
+class LedgerView(BaseModel):
+    """`GET /api/runs/{run_id}/ledger`: one record per tool dispatch attempt (orphans have no outcome)."""
+
+    run_id: str
+    records: list[ToolEffectRecord]
+
+
+class Transcript(BaseModel):
+    """An agent's conversation as its last checkpoint holds it (system prompt excluded), and its output.
+
+    An agent that answered in its first turn never checkpointed: `messages` is empty and `output`
+    (from its journaled terminal) is the whole story.
+    """
+
+    run_id: str
+    agent_id: int
+    label: str | None = None
+    status: str
+    checkpoint_ref: str
+    checkpointed: bool
+    turns: int = 0
+    messages: list[Message] = Field(default_factory=list)
+    output: JsonValue = None
+    error: dict[str, JsonValue] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    served_by: str | None = None
+
+
+class ResolveRequest(BaseModel):
+    """`POST /api/runs/{run_id}/resolve`: the suspension's key and the JSON value that closes it."""
+
+    model_config = BODY
+
+    key: str = Field(min_length=1, max_length=500)
+    value: JsonValue = None
+
+
+class ResolveResult(BaseModel):
+    """A resolution was journaled (the first valid closer wins)."""
+
+    run_id: str
+    key: str
+    woke_live_run: bool
+    """The run was live in this server and the parked branch continued at once."""
+    resumed: bool
+    """The run had settled `suspended`; this server's engine resumed it (its workflow is registered here)."""
+    status: RunStatus
+
+
+class CancelRequest(BaseModel):
+    """`POST /api/runs/{run_id}/cancel`."""
+
+    model_config = BODY
+
+    reason: str = Field(default="cancelled from tether serve", max_length=500)
+
+
+class CancelResult(BaseModel):
+    run_id: str
+    cancelled: bool = True
+    reason: str
+
+
+class ContainmentRequest(BaseModel):
+    """Caps for the new run's agent tree (see `tether.Containment`)."""
+
+    model_config = BODY
+
+    max_agents: int = Field(ge=1)
+    max_concurrent: int = Field(ge=1)
+    max_depth: int = Field(ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_usd: float | None = Field(default=None, ge=0)
+    max_duration_s: float | None = Field(default=None, gt=0)
+
+
+class StartRequest(BaseModel):
+    """`POST /api/runs`: start a run of a workflow registered with the app engine."""
+
+    model_config = BODY
+
+    workflow: str = Field(min_length=1, max_length=200)
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    run_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    budget_usd: float | None = Field(default=None, ge=0)
+    containment: ContainmentRequest | None = None
+    deadline_s: float | None = Field(default=None, gt=0)
+
+
+class StartResult(BaseModel):
+    run_id: str
+    workflow: str
+    status: RunStatus
+    url: str
+    """API path of the new run."""
+
+
+class RunListQuery(BaseModel):
+    """Query of `GET /api/runs`."""
+
+    status: RunStatus | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=1000, pattern=CURSOR_PATTERN,
+                               description="The `next_cursor` of the previous page.")
+
+
+class JournalQuery(BaseModel):
+    """Query of `GET /api/runs/{run_id}/journal`: entries after `cursor` (a seq), at most `limit`."""
+
+    limit: int = Field(default=500, ge=1, le=5000)
+    cursor: str | None = Field(default=None, max_length=40, pattern=r"^[0-9]+$",
+                               description="The seq of the last entry seen (the previous page's `next_cursor`).")

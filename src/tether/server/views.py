@@ -1,0 +1,158 @@
+"""Read-side views of a run, folded from its meta and journal (the same data on every store)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from tether.contracts.entries import JournalEntry, RunMeta
+from tether.engine.segment import suspension_key
+from tether.journal.cost import fold_cost
+from tether.journal.matching import JournalIndex
+from tether.journal.tree import fold_tree
+from tether.server.models import (
+    Ceilings,
+    RunDetail,
+    RunSummary,
+    Settled,
+    Suspension,
+    TreeNode,
+    TreeView,
+)
+from tether.server.routing import ApiError
+from tether.server.state import LiveRun
+
+
+def genesis(entries: Sequence[JournalEntry]) -> JournalEntry | None:
+    """The run's first decision: workflow, args hash, budget and containment as the run started."""
+    for e in entries:
+        value = e.value if isinstance(e.value, dict) else {}
+        if e.kind == "decision" and e.scope == "" and value.get("decision") == "genesis":
+            return e
+    return None
+
+
+def suspensions(entries: Sequence[JournalEntry]) -> list[Suspension]:
+    """Open suspensions, in journal order."""
+    out: list[Suspension] = []
+    for e in JournalIndex.build(entries).open_suspensions():
+        key = suspension_key(e)
+        if key is None or e.seq is None:
+            continue
+        value = e.value if isinstance(e.value, dict) else {}
+        out.append(Suspension(
+            key=key, kind="approval" if e.kind == "approval" else "external", seq=e.seq, scope=e.scope,
+            label=e.label, agent_id=e.agent_id, tool=value.get("tool"), args=value.get("args"), since=e.started_at,
+        ))
+    return out
+
+
+def summary(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None) -> RunSummary:
+    """One run-list row; spend is the cost fold over the journal's terminals."""
+    end = time.time() if meta.status == "running" else meta.updated_at
+    return RunSummary(
+        run_id=meta.run_id,
+        workflow=meta.workflow,
+        status=meta.status,
+        budget_usd=meta.budget_usd,
+        spent_usd=fold_cost(entries).total_usd,
+        created_at=meta.created_at,
+        updated_at=meta.updated_at,
+        duration_s=max(end - meta.created_at, 0.0),
+        segments=meta.segments,
+        pending=len(suspensions(entries)),
+        driven_here=live is not None,
+    )
+
+
+def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None, can_start: bool) -> RunDetail:
+    """The run page's header data: the summary plus ceilings, the last settle and open suspensions."""
+    first = genesis(entries)
+    started = first.value if first is not None and isinstance(first.value, dict) else {}
+    raw = started.get("containment")
+    containment: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    last = JournalIndex.build(entries).last_settle()
+    outcome = None
+    if last is not None and isinstance(last.value, dict) and last.value.get("status"):
+        v = last.value
+        outcome = Settled(status=v["status"], value=v.get("value"), error=v.get("error"),
+                          pending=list(v.get("pending") or []), at=last.started_at)
+    base = summary(meta, entries, live)
+    return RunDetail(
+        **base.model_dump(),
+        args=meta.args,
+        ceilings=Ceilings(budget_usd=meta.budget_usd, **{k: containment.get(k) for k in (
+            "max_agents", "max_concurrent", "max_depth", "max_tokens", "max_usd", "max_duration_s")}),
+        outcome=outcome,
+        suspensions=suspensions(entries),
+        cost=fold_cost(entries),
+        entries=len(entries),
+        started_at=first.started_at if first is not None else None,
+        can_start=can_start,
+    )
+
+
+def tree(run_id: str, entries: Sequence[JournalEntry], live: LiveRun | None) -> TreeView:
+    """The agent tree with depth and timing per node, and the queue this server sees live."""
+    report = fold_tree(entries)
+    running = {e.agent_id: e for e in entries if e.kind == "agent" and e.ref is None and e.agent_id is not None}
+    ended = {e.agent_id: e for e in entries if e.kind == "agent" and e.ref is not None and e.agent_id is not None}
+    depth: dict[int, int] = {}
+    nodes: list[TreeNode] = []
+    for node in report.agents:
+        start = running[node.agent_id]
+        d = 1 if node.parent_agent_id is None else depth.get(node.parent_agent_id, 1) + 1
+        depth[node.agent_id] = d
+        end = ended.get(node.agent_id)
+        model = start.value.get("model") if isinstance(start.value, dict) else None
+        if end is None:  # still running: what its settled turns drew so far (a terminal has the totals)
+            draws = [e for e in report.events if e.kind == "budget_draw" and e.agent_id == node.agent_id]
+            node = node.model_copy(update={"tokens": sum(e.tokens or 0 for e in draws),
+                                           "cost_usd": round(sum(e.usd or 0.0 for e in draws), 10)})
+        nodes.append(TreeNode(
+            **node.model_dump(), depth=d, agent_type=start.agent_type, model=model, seq=start.seq or 0,
+            started_at=start.started_at, ended_at=end.ended_at if end is not None else None,
+            transcript=f"/api/runs/{run_id}/agents/{node.agent_id}/transcript",
+        ))
+    first = genesis(entries)
+    containment = first.value.get("containment") if first is not None and isinstance(first.value, dict) else None
+    max_tokens = containment.get("max_tokens") if isinstance(containment, dict) else None
+    if not isinstance(max_tokens, int):
+        max_tokens = None
+    return TreeView(run_id=run_id, agents=nodes, events=report.events,
+                    queued=list(live.queued) if live is not None else [], max_tokens=max_tokens)
+
+
+# -- run list paging: over `store.list_runs(limit=...)`, newest first, keyed (-created_at, run_id) --
+
+def _order(meta: RunMeta) -> tuple[float, str]:
+    return (-meta.created_at, meta.run_id)
+
+
+def encode_cursor(meta: RunMeta) -> str:
+    """A position in the listing, `<created_at>~<run_id>`: any well-formed cursor is a valid place to resume."""
+    return f"{meta.created_at!r}~{meta.run_id}"
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    created, _, run_id = cursor.partition("~")
+    try:
+        return (-float(created), run_id)
+    except ValueError:
+        raise ApiError(400, "invalid-cursor", "cursor is not one this server returned; pass the next_cursor of a "
+                       "previous page, or omit it for the first page", cursor=cursor) from None
+
+
+def page_after(metas: Sequence[RunMeta], after: tuple[float, str] | None, status: str | None,
+               limit: int) -> tuple[list[RunMeta], bool]:
+    """The next `limit` runs after the cursor position that match `status`, and whether more follow."""
+    picked = [m for m in sorted(metas, key=_order)
+              if (after is None or _order(m) > after) and (status is None or m.status == status)]
+    return picked[:limit], len(picked) > limit
+
+
+def fetch_size(limit: int, rounds: int) -> int:
+    """How many runs to ask the store for on round `rounds` of filling a page (grows geometrically)."""
+    return int(max(limit + 1, 100) * 4**rounds)
+

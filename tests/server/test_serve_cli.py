@@ -1,0 +1,208 @@
+"""`tether serve` as a real process, and `load_engine` (the `--app MODULE:ENGINE` loader)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_kit import wait_for
+
+import tether
+from tether.cli.app import load_engine
+
+TETHER = Path(sys.executable).with_name("tether")
+
+APP_MODULE = '''
+import tether
+from tether.testing import Reply
+
+fake = tether.models.fake("fake", script=lambda request: Reply(text="hi", input_tokens=10, output_tokens=2),
+                          prices={"m": tether.Price(input=1.0, output=2.0)})
+
+@tether.workflow(name="hello")
+async def hello(ctx, name: str = "world"):
+    return {"greeting": await ctx.agent(f"greet {name}"), "name": name}
+
+engine = tether.Engine(models=[fake], routing={"loop": "fake:m"}, store="sqlite:///served.db", workflows=[hello])
+not_an_engine = 42
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def call(url: str, *, token: str | None = None, body: dict[str, object] | None = None) -> tuple[int, dict[str, object]]:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    (tmp_path / "myapp.py").write_text(APP_MODULE)
+    port = free_port()
+    proc = subprocess.Popen([str(TETHER), "serve", "--app", "myapp:engine", "--port", str(port), "--token", "tk"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return call(base + "/healthz")[0] == 200
+        except OSError:
+            assert proc.poll() is None, proc.communicate()
+            return False
+
+    wait_for(up, timeout=60, what="tether serve to listen")
+    yield base, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+def test_tether_serve_app_serves_the_api_runs_workflows_and_stops_on_sigint(
+    served: tuple[str, subprocess.Popen[str]],
+) -> None:
+    base, proc = served
+    assert call(base + "/healthz")[1]["mode"] == "app"
+    assert call(base + "/api/runs")[0] == 401
+    status, started = call(base + "/api/runs", token="tk", body={"workflow": "hello", "args": {"name": "ann"},
+                                                                 "run_id": "h-1"})
+    assert status == 201, started
+    wait_for(lambda: call(base + "/api/runs/h-1", token="tk")[1]["status"] == "ok", what="the run to finish")
+    detail = call(base + "/api/runs/h-1", token="tk")[1]
+    assert detail["outcome"]["value"] == {"greeting": "hi", "name": "ann"}  # type: ignore[index]
+    req = urllib.request.Request(base + "/", headers={"Authorization": "Bearer tk"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert "tether inspector" in resp.read().decode()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "tether serve: app myapp:engine on http://127.0.0.1:" in out and "(token required)" in out
+
+
+def test_tether_serve_store_reads_a_store_and_refuses_to_start_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/t.db"
+    engine = tether.Engine(store=url)
+
+    async def record() -> None:
+        @tether.workflow(name="noop")
+        async def noop(ctx: tether.Ctx) -> int:
+            return 1
+
+        await engine.run(noop, run_id="n-1")
+        await engine.close()
+
+    import asyncio
+
+    asyncio.run(record())
+    port = free_port()
+    proc = subprocess.Popen([str(TETHER), "serve", "--store", url, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base, proc), timeout=60, what="tether serve to listen")
+        runs = call(base + "/api/runs")[1]["runs"]
+        assert [r["run_id"] for r in runs] == ["n-1"]  # type: ignore[attr-defined, index]
+        status, body = call(base + "/api/runs", body={"workflow": "noop"})
+        assert status == 409 and body["error"]["code"] == "no-app-engine"  # type: ignore[index]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+
+
+def _answers(base: str, proc: subprocess.Popen[str]) -> bool:
+    try:
+        return call(base + "/healthz")[0] == 200
+    except OSError:
+        assert proc.poll() is None, proc.communicate()
+        return False
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--host", "0.0.0.0"], "refusing to bind '0.0.0.0' without a token"),
+    (["--app", "a:b", "--store", "memory://"], "pass --app MODULE:ENGINE or --store URL, not both"),
+    (["--app", "no_such_module_here:engine"], "no module named 'no_such_module_here'"),
+    (["--app", "myapp"], "must be MODULE:ATTR"),
+    (["--app", "myapp:not_an_engine"], "is a int, not a tether.Engine"),
+])
+def test_tether_serve_refuses_bad_options_with_one_line(tmp_path: Path, argv: list[str], message: str) -> None:
+    (tmp_path / "myapp.py").write_text(APP_MODULE)
+    done = subprocess.run([str(TETHER), "serve", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    (line,) = done.stdout.splitlines()
+    assert message in line and "Traceback" not in done.stderr
+
+
+# -- load_engine ---------------------------------------------------------------------------------
+
+def _module(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(text))
+
+
+def test_load_engine_imports_module_attr_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    _module(tmp_path, "le_ok", """
+        import tether
+        engine = tether.Engine(store="memory://")
+        class Services:
+            engine = engine
+    """)
+    engine = load_engine("le_ok:engine")
+    assert isinstance(engine, tether.Engine)
+    assert load_engine("le_ok:Services.engine") is engine
+    assert sys.path[0] == str(tmp_path)
+
+
+def test_load_engine_says_what_is_wrong_as_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _module(tmp_path, "le_bad", """
+        engine = "not an engine"
+    """)
+    _module(tmp_path, "le_needs", """
+        import some_dependency_that_is_missing
+    """)
+    cases = {
+        "le_bad": "must be MODULE:ATTR",
+        ":engine": "must be MODULE:ATTR",
+        "le_bad:": "must be MODULE:ATTR",
+        "le_missing_mod:engine": "no module named 'le_missing_mod'",
+        "le_bad:nope": "has no attribute 'nope'",
+        "le_bad:engine": "le_bad.engine is a str, not a tether.Engine",
+        "le_needs:engine": "it needs the module 'some_dependency_that_is_missing'",
+    }
+    for target, message in cases.items():
+        with pytest.raises(tether.ConfigError) as caught:
+            load_engine(target)
+        assert message in caught.value.message, target
+        assert caught.value.data["target"] == target
+    for name in ("le_bad", "le_needs"):
+        sys.modules.pop(name, None)
+
+
+def test_a_refused_bind_happens_before_the_app_is_imported(tmp_path: Path) -> None:
+    (tmp_path / "marker_app.py").write_text("open('imported', 'w').close()\n" + APP_MODULE)
+    done = subprocess.run([str(TETHER), "serve", "--app", "marker_app:engine", "--host", "10.0.0.1"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "refusing to bind" in done.stdout
+    assert not (tmp_path / "imported").exists()
