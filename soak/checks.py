@@ -6,7 +6,9 @@ docs/reliability.md states each definition in prose; the code here is the defini
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from soak.driver import RunRecord, settle_decisions
@@ -17,7 +19,7 @@ from tether.contracts.entries import JournalEntry
 EPSILON_USD = 1e-9
 
 Check = Literal["a", "a1", "b", "c", "d", "e", "f", "h"]
-CHECKS: dict[Check, str] = {
+CHECKS: Mapping[Check, str] = MappingProxyType({
     "a": "a journaled call (or tool/step) performed again",
     "a1": "more than one turn re-paid for one agent after one crash",
     "b": "settled value differs from a clean run's",
@@ -26,7 +28,7 @@ CHECKS: dict[Check, str] = {
     "e": "not exactly one terminal settle with the expected status",
     "f": "stored ceiling changed",
     "h": "run did not settle (child error, hang, or too many segments)",
-}
+})
 
 
 @dataclass(frozen=True)
