@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/agent_loop.py
 	$(BIN)/python bench/budget_race.py
+
+# The random-kill soak (docs/reliability.md): at least N SIGKILLs per store; exits non-zero on a violation.
+N ?= 100
+STORES ?= sqlite,jsonl,postgresql
+soak: $(STAMP)
+	$(BIN)/python -m soak --kills $(N) --stores $(STORES)
 
 clean:
 	rm -rf $(VENV)

@@ -1,0 +1,44 @@
+"""The 200-agent race SIGKILLed at random moments and resumed in new processes, through the soak harness.
+
+Each kill cuts every in-flight call; the provider bills those anyway. Billed spend, read from the fake
+provider's own request log, must stay inside ceiling + one clamped turn per concurrently running agent
+(1.00 + 50 x 0.006 USD), however many times the race was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CEILING_USD, BOUND_USD = 1.00, 50 * 0.006
+
+
+def soak(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Run `python -m soak` on a SQLite store and return its per-run verdicts."""
+    out = tmp_path / "verdicts.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "soak", "--stores", "sqlite", "--jobs", "1", "--workdir", str(tmp_path / "work"),
+         "--json", str(out), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert out.exists(), proc.stdout + proc.stderr
+    [store] = json.loads(out.read_text())
+    return proc, store["verdicts"]
+
+
+def test_billed_spend_stays_inside_the_bound_when_the_race_is_killed_and_resumed(tmp_path: Path) -> None:
+    proc, verdicts = soak(tmp_path, "--scenarios", "race", "--kills", "8", "--seed", "17")
+    killed = [v for v in verdicts if v["kills"] > 0]
+    assert sum(v["kills"] for v in killed) >= 8 and killed, proc.stdout
+    for v in verdicts:
+        assert abs(v["bound_usd"] - (CEILING_USD + BOUND_USD)) < 1e-9  # the harness priced the turn right
+        assert v["billed_usd"] <= CEILING_USD + BOUND_USD + 1e-9, (
+            f"{v['run_id']}: billed {v['billed_usd']:.4f} USD after {v['kills']} kills, "
+            f"bound {CEILING_USD + BOUND_USD:.4f}"
+        )
+    assert [x for v in verdicts for x in v["violations"]] == [], proc.stdout
+    assert proc.returncode == 0, proc.stdout
