@@ -23,7 +23,7 @@ CHECKS: Mapping[Check, str] = MappingProxyType({
     "a": "a journaled call (or tool/step) performed again",
     "a1": "more than one turn re-paid for one agent after one crash",
     "b": "settled value differs from a clean run's",
-    "c": "journaled spend above the ceiling",
+    "c": "journaled (settled) spend above the ceiling",
     "d": "billed spend above ceiling + bound",
     "e": "not exactly one terminal settle with the expected status",
     "f": "stored ceiling changed",

@@ -160,8 +160,8 @@ class Driver:
 
     async def durable_tags(self, run_id: str) -> frozenset[str]:
         """Every effect tag in the run's journal and in its agents' checkpoints."""
-        entries = await self.engine.inspect(run_id)
         store = await self.engine.store()
+        entries = await store.load(run_id)  # raw: a run killed before anything was durable has no journal yet
         texts = [e.model_dump_json() for e in entries]
         agents = [e.seq for e in entries if e.kind == "agent" and e.ref is None and e.seq is not None]
         blobs = await asyncio.gather(*(store.get_blob(CHECKPOINT_BLOB.format(run_id=run_id, seq=s)) for s in agents))

@@ -118,5 +118,6 @@ async def _check(driver: Driver, log: LogReader, scenario: Scenario, record: Run
     entries = await engine.inspect(record.run_id)
     meta = await (await engine.store()).get_meta(record.run_id)
     cost = await engine.cost(record.run_id)
-    return check_run(record, scenario, log.take(record.run_id), entries, cost.total_usd,
+    # settled spend: the orphan estimates (worst cases of calls a kill cut off) are checked as billed spend (d)
+    return check_run(record, scenario, log.take(record.run_id), entries, cost.total_usd - cost.orphaned_usd,
                      meta.budget_usd if meta is not None else None, base)

@@ -75,7 +75,9 @@ async def test_the_meter_cuts_a_stream_at_the_ceiling_and_resume_repays_nothing_
         calls.append(prompt)
         if prompt == "cheap":
             return Reply(text="done", input_tokens=100, output_tokens=10)
-        return Reply(text="y" * 4000, input_tokens=100, output_tokens=4000, chunks=40, latency_s=0.2)
+        # billed input far above its estimate (and above the overhead "cheap" taught): the clamp
+        # trusted the estimate, so only the live cut can stop this stream at the ceiling
+        return Reply(text="y" * 4000, input_tokens=600, output_tokens=4000, chunks=40, latency_s=0.2)
 
     model = tether.models.fake("fake", script=script, prices={"m": PRICE})
     engine = engine_for(model)

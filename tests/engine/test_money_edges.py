@@ -578,3 +578,39 @@ async def test_a_dispatch_record_precedes_every_provider_call(tmp_path: Path, to
     assert [d.value["call"] for d in dispatches] == list(range(1, model.calls + 1))
     assert out.cost.orphaned_usd == 0 and not out.cost.approximate  # settled calls owe no estimate
     await engine.close()
+
+
+async def test_a_run_learns_the_input_a_model_bills_beyond_the_estimate_and_a_resume_keeps_it(
+    tmp_path: Path,
+) -> None:
+    from tether.agents.dispatch import estimate_input_tokens
+    from tether.pricing import affordable_output_tokens
+
+    asked: list[int | None] = []
+
+    def script(request: Any) -> Reply:  # a provider with a 900-token hidden preamble
+        asked.append(request.max_output_tokens)
+        return Reply(text="ok", input_tokens=estimate_input_tokens(request) + 900, output_tokens=10)
+
+    engine = engine_on(f"sqlite:///{tmp_path}/t.db", priced(script))
+
+    @tether.workflow(name="two")
+    async def two(ctx: tether.Ctx) -> Any:
+        first = await ctx.agent("first", est_cost=0.0)
+        await ctx.await_external("go")
+        return [first, await ctx.agent("second", est_cost=0.0)]
+
+    budget = 0.05
+    assert (await engine.run(two, run_id="r", budget_usd=budget)).status == "suspended"
+    (first,) = [e for e in await engine.inspect("r") if e.label == "dispatch"]
+    assert first.value["input_overhead"] == 0  # nothing learned before the first call
+    await engine.resolve_external("r", "go", True)
+    out = await engine.resume("r", two)  # a new segment: the overhead comes back from the journal
+    assert out.status == "ok"
+    second = [e for e in await engine.inspect("r") if e.label == "dispatch"][-1]
+    assert second.value["input_overhead"] == 900
+    first_cost = next(e for e in await engine.inspect("r") if e.kind == "agent" and e.ref is not None).cost_usd
+    assert first_cost is not None
+    est = second.value["est_input"] + 900  # the second clamp priced the estimate plus what was learned
+    assert asked[-1] == affordable_output_tokens(PRICE, est, budget - first_cost)
+    assert second.value["worst_usd"] == pytest.approx((est * PRICE.input + asked[-1] * PRICE.output) / 1e6)

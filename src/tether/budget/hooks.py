@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from tether.budget.accounts import Account, Hold
+from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate, ExposureHold
 from tether.contracts.errors import BudgetExhaustedError, PricingError
 from tether.contracts.prices import Price
@@ -47,6 +48,7 @@ class AccountHooks:
         on_unpriced: UnpricedListener | None = None,
         tokens: Account | None = None,
         token_hold: Hold | None = None,
+        calibration: InputCalibration | None = None,
     ) -> None:
         self.account = account
         self.price_of = price_of
@@ -58,6 +60,8 @@ class AccountHooks:
         self.on_unpriced = on_unpriced
         self.tokens = tokens
         self.token_hold = token_hold
+        self.calibration = calibration or InputCalibration()
+        self._expected: tuple[str, int] | None = None
         self.signal: Signal | None = account.signal if tokens is None else Signal.any(account.signal, tokens.signal)
         self.undrawn_tokens = 0
         self.undrawn_costs: dict[str, float] = {}
@@ -131,7 +135,12 @@ class AccountHooks:
                     account=acct.name, spent=acct.spent, ceiling=acct.ceiling,
                 )
 
+    def expect_input(self, served_by: str, est_input: int) -> None:
+        """The next call's raw input estimate, so its billed input can calibrate later estimates."""
+        self._expected = (served_by, est_input)
+
     def max_affordable_output_tokens(self, served_by: str, est_input: int) -> int | None:
+        est_input = self.calibration.scale(served_by, est_input)
         room = self.remaining_usd()
         price = self.price_of(served_by)
         by_money = None if room is None or price is None else affordable_output_tokens(price, est_input, room)
@@ -145,6 +154,7 @@ class AccountHooks:
 
     # -- exposure ------------------------------------------------------------------------------
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:
+        est_input = self.calibration.scale(served_by, est_input)
         price = self.price_of(served_by)
         if self.exposure is None or price is None:
             return None
@@ -153,6 +163,7 @@ class AccountHooks:
     def admit_turn_exposure(self, served_by: str, est_input: int, planned_output: int) -> Callable[[], None] | None:
         if self.exposure is None:
             return None
+        est_input = self.calibration.scale(served_by, est_input)
         price = self.price_of(served_by)
         estimate = cost_usd(Usage(input_tokens=est_input, output_tokens=planned_output), price) if price else 0.0
         hold = self.exposure.admit(estimate)
@@ -178,12 +189,16 @@ class AccountHooks:
         """Price the call's accumulated usage and debit only the increment (tier-correct live)."""
         self.provider_calls += 1
         price = self.price_of(served_by)
+        expected, self._expected = self._expected, None
+        est = expected[1] if expected is not None and expected[0] == served_by else 0
         acc = Usage()
         paid = 0.0
 
         def feed(delta: Usage) -> None:
             nonlocal acc, paid
             acc = acc + delta
+            if delta.input_tokens:
+                self.calibration.observe(served_by, est, acc.input_tokens)
             self.usage_by_model[served_by] = self.usage_by_model.get(served_by, Usage()) + delta
             drawn = delta.input_tokens + delta.output_tokens
             self.undrawn_tokens += drawn
@@ -215,6 +230,7 @@ class AccountHooks:
     def worst_case_usd(self, served_by: str, est_input: int, max_output: int) -> float | None:
         """The priced worst case of one attempt (input estimate plus its clamped output); None if unpriced."""
         price = self.price_of(served_by)
+        est_input = self.calibration.scale(served_by, est_input)
         return None if price is None else cost_usd(Usage(input_tokens=est_input, output_tokens=max_output), price)
 
     def assert_priced_dispatch(self, served_by: str) -> None:

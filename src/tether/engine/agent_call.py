@@ -223,7 +223,7 @@ class AgentCall:
         model = spec.models[0]
         request, _ = build_request(spec, model, [Message.text("user", spec.prompt)])
         max_output = min(spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
-        return estimate_input_tokens(request), max_output
+        return self.seg.calibration.scale(model.ref, estimate_input_tokens(request)), max_output
 
     async def _contain(self, frame: Frame, depth: int, k: str, goal: str) -> None:
         """The tree's refusals: journaled with their cap label, and read back (never re-decided) on resume."""
@@ -260,7 +260,7 @@ class AgentCall:
             frame.account, seg.engine.price_of, hold=holds[0], exposure=seg.exposure,
             strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
             tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=holds[1],
-            allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced,
+            allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
         )
         redispatched = running is not None
         if running is None:

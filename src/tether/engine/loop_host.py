@@ -72,6 +72,7 @@ class EngineLoopHost:
         it at this worst case (`CostReport.orphaned_usd`), so every later ceiling check counts it.
         """
         self.dispatched += 1
+        self.hooks.expect_input(served_by, est_input)
         if self.seg.dry_run:
             return
         worst = self.hooks.worst_case_usd(served_by, est_input, max_output)
@@ -80,7 +81,7 @@ class EngineLoopHost:
             started_at=self.seg.engine.clock(),
             value={"decision": "dispatch", "call": self.dispatched, "model": served_by,
                    "worst_usd": None if worst is None else round(worst, 10), "est_input": est_input,
-                   "max_output": max_output},
+                   "input_overhead": self.hooks.calibration.overhead(served_by), "max_output": max_output},
         ))
 
     async def flush_draw(self, step: int) -> None:
@@ -88,7 +89,8 @@ class EngineLoopHost:
         if self.running.agent_id is not None:
             self.seg.tree.turn_of[self.running.agent_id] = step
         tokens, costs = self.hooks.take_draw()
-        await self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched)
+        await self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched,
+                                 dict(self.hooks.calibration.overheads))
 
     async def save_checkpoint(self, state: LoopState) -> None:
         if self.seg.dry_run:

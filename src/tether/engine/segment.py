@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
+from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import JournalMissError, JournalOrderViolation, LeaseHeldError, TetherError
@@ -91,6 +92,8 @@ class Segment:
     _warned: set[str] = field(default_factory=set)
     schemas: dict[int, ExternalSchema] = field(default_factory=dict)
     """The declared schema of each `await_external` parked in this segment, by suspension seq."""
+    calibration: InputCalibration = field(init=False)
+    """Input tokens each model bills beyond the estimate, learned by this run (carried by its dispatch records)."""
     tool_orphans: dict[str, str] | None = None
     """Idempotency key → attempt id of tool dispatches orphaned by an earlier segment (loaded on first use)."""
     resources: AsyncExitStack = field(default_factory=AsyncExitStack)
@@ -100,6 +103,7 @@ class Segment:
         ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
         self.next_agent_id = max(ids, default=0) + 1
         self.head = max((e.seq or 0 for e in self.index.entries), default=0)
+        self.calibration = InputCalibration.from_journal(self.index.entries)
 
     # -- the lease -----------------------------------------------------------------------------
     def lose(self, error: TetherError) -> None:

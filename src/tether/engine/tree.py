@@ -117,11 +117,15 @@ class Tree:
         return JournalEntry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
                             started_at=self.seg.engine.clock())
 
-    async def draw(self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], through: int) -> None:
+    async def draw(
+        self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], through: int,
+        input_overhead: dict[str, int] | None = None,
+    ) -> None:
         """Journal one `budget_draw`: what a model turn drew and what the tree has left after it.
 
         The envelope carries the turn's USD per model and `through`, the last dispatch it settles, so
-        the cost fold can tell a crashed invocation's paid turns from its cut-off ones.
+        the cost fold can tell a crashed invocation's paid turns from its cut-off ones, and the input
+        overhead the run has learned so far (`budget.calibration`), so a resume keeps it.
         """
         usd = sum(costs.values())
         if agent_id is None or (not tokens and not usd):
@@ -131,7 +135,7 @@ class Tree:
             usd=round(usd, 10), remaining_usd=self.seg.root.remaining(),
         )
         await self.seg.append(entry.model_copy(update={"agent_id": agent_id, "costs": costs or None,
-                                                       "through": through}))
+                                                       "through": through, "input_overhead": input_overhead or None}))
 
 
 def tokens_from_terminals(entries: list[JournalEntry]) -> int:
