@@ -103,7 +103,7 @@ async def test_an_invalid_output_is_re_prompted_with_its_issues_then_accepted() 
     assert reprompt.role == "user"
     assert "score" in reprompt.text_content and "rationale: Field required" in reprompt.text_content
     [event] = host.of_type("agent:schema-retry")
-    assert event["attempt"] == 1 and {tuple(i["loc"]) for i in event["issues"]} == {
+    assert event.attempt == 1 and {tuple(i.loc) for i in event.issues} == {
         ("score",),
         ("rationale",),
     }
