@@ -90,6 +90,15 @@ class BaseEvent(BaseModel):
     replayed: bool = False
     """Served from the journal (a replay), not done live: no provider call, no spend."""
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        # Each model narrows `type` to its literal; the discriminator keeps the envelope's description.
+        super().__pydantic_init_subclass__(**kwargs)
+        field = cls.model_fields["type"]
+        if field.description is None:
+            field.description = BaseEvent.model_fields["type"].description
+            cls.model_rebuild(force=True)
+
 
 class BudgetFigures(BaseEvent):
     """Spend against the run's USD ceiling and the agent tree's token ceiling, at the moment of the event."""

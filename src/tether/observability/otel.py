@@ -220,7 +220,7 @@ class OtelExporter:
             self._release(*run.tool_context.pop(key))
         if isinstance(event, ModelEnd) and not event.replayed:
             self._record(event, max(0.0, event.ts - started), error_type)
-        span.end(end_time=_ns(event.ts))
+        span.end(end_time=_ns(started if event.replayed else event.ts))  # a replay has no latency to show
 
     def _closing(self, run: _RunTrace, event: Event, key: str) -> tuple[dict[str, AttrValue | None], str | None, str]:
         """The closing attributes of a span, its `error.type` (None: not an error) and status message."""

@@ -31,6 +31,7 @@ from tether.engine.outcome import RunOutcome
 from tether.observability.view import AgentRow, RunView
 
 BAR_WIDTH = 24
+LABEL_WIDTH = 32
 STATUS_STYLE = {"working": "yellow", "ok": "green", "running": "yellow", "suspended": "cyan", "limit": "magenta"}
 
 
@@ -73,8 +74,9 @@ def _header(view: RunView, now: float) -> RenderableType:
 def _agent_line(a: AgentRow, now: float) -> Text:
     elapsed = (a.ended or now) - a.started
     status = a.status + (f" ({a.note})" if a.note else "")
+    label = a.label if len(a.label) <= LABEL_WIDTH else a.label[: LABEL_WIDTH - 1] + "…"
     return Text.assemble(
-        (f"#{a.agent_id} {a.label}", "bold"), "  ", (status, STATUS_STYLE.get(a.status, "red")),
+        (f"#{a.agent_id} {label}", "bold"), "  ", (status, STATUS_STYLE.get(a.status, "red")),
         f"  {elapsed:5.1f}s  {a.tokens:,} tok  {a.usd:.6f} USD", (" (replayed)" if a.replayed else "", "cyan"),
     )
 

@@ -17,6 +17,7 @@ from tether.contracts.events import (
     BudgetRefused,
     BudgetUpdate,
     Event,
+    ModelEnd,
     RunEnd,
     RunStart,
     RunWarning,
@@ -45,6 +46,8 @@ class AgentRow:
     replayed: bool = False
     note: str | None = None
     """Why it did not settle `ok` (an error kind, a stop reason)."""
+    settled_tokens: int = 0
+    """Tokens of its provider calls that ended (a reply that did not stream text still counts)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class Forecast:
         if self.turns_left is not None:
             parts.append(f"~{self.turns_left} turn{'s' if self.turns_left != 1 else ''} left at this rate")
         if self.seconds_left is not None:
-            parts.append(f"~{_duration(self.seconds_left)} to exhaustion")
+            parts.append(f"{'' if self.seconds_left < 1 else '~'}{_duration(self.seconds_left)} to exhaustion")
         return ", ".join(parts) if parts else "measuring the draw rate"
 
 
@@ -127,10 +130,10 @@ class RunView:
             self.refusals.append(Refusal(event.agent_id, event.detail or "agents", event.goal))
         elif isinstance(event, RunWarning):
             self.warnings.append(event.message)
-        elif isinstance(event, AgentStart | AgentStream | AgentEnd):
+        elif isinstance(event, AgentStart | AgentStream | AgentEnd | ModelEnd):
             self._agent(event)
 
-    def _agent(self, event: AgentStart | AgentStream | AgentEnd) -> None:
+    def _agent(self, event: AgentStart | AgentStream | AgentEnd | ModelEnd) -> None:
         if event.agent_id is None:
             return
         agent = self.agents.get(event.agent_id)
@@ -143,6 +146,10 @@ class RunView:
         if isinstance(event, AgentStream):
             agent.tokens = max(agent.tokens, event.usage.total_tokens)
             agent.usd = max(agent.usd, event.cost_usd)
+        elif isinstance(event, ModelEnd):
+            if not event.replayed and agent.ended is None:
+                agent.settled_tokens += event.usage.total_tokens
+                agent.tokens = max(agent.tokens, agent.settled_tokens)
         elif isinstance(event, AgentEnd):
             agent.status, agent.ended = event.status, event.ts
             agent.tokens, agent.usd = event.usage.total_tokens, event.cost_usd  # the journaled figures
@@ -206,6 +213,8 @@ class RunView:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "<1s"
     if seconds < 60:
         return f"{seconds:.0f}s"
     if seconds < 3600:
