@@ -301,3 +301,64 @@ async def test_a_failing_callback_never_breaks_the_run_and_is_logged(tmp_path: P
     await engine.close()
     assert out.status == "ok"
     assert any("event callback failed on run:end" in r.getMessage() for r in caplog.records if r.name == "tether")
+
+
+async def test_warnings_go_to_the_tether_logger(tmp_path: Path, caplog: Any) -> None:
+    import logging
+    import warnings
+
+    with caplog.at_level(logging.WARNING, logger="tether"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = kitchen(tmp_path)
+        memory = tether.Engine(store="memory://")
+        await memory.store()
+
+        @tether.workflow(name="free")
+        async def free(ctx: tether.Ctx) -> Any:
+            return await ctx.agent("free model", model="free:x")
+
+        handle = engine.start(free, run_id="w", budget_usd=1.0, allow_unpriced=True)
+        warned: list[tether.events.RunWarning] = []
+        handle.on(tether.events.RunWarning, warned.append)
+        out = await handle
+        await engine.close()
+        await memory.close()
+    logged = [r.getMessage() for r in caplog.records if r.name == "tether"]
+    assert any("MemoryStore" in m for m in logged)
+    assert f"run w: {out.warnings[0]}" in logged and warned[0].message == out.warnings[0]
+
+
+def test_agent_end_after_a_crash_includes_the_orphaned_spend_like_the_journal(tmp_path: Path) -> None:
+    import asyncio
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import orphan_child
+
+    url, log = f"sqlite:///{tmp_path}/t.db", tmp_path / "flight.log"
+    child = subprocess.Popen([sys.executable, str(Path(orphan_child.__file__)), url, str(log)])
+    deadline = time.monotonic() + 30
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert log.exists(), "the call is in flight"
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=10)
+
+    async def resume() -> tuple[AgentEnd, list[Any]]:
+        engine = orphan_child.engine(url, None)
+        handle = await engine.start_resume("o")
+        ends: list[AgentEnd] = []
+        handle.on(AgentEnd, ends.append)
+        await handle
+        journal = await engine.inspect("o")
+        await engine.close()
+        return ends[0], journal
+
+    end, journal = asyncio.run(resume())
+    terminal = next(e for e in journal if e.kind == "agent" and e.ref is not None)
+    orphaned = float(getattr(terminal, "orphaned_usd", 0) or 0)
+    assert orphaned > 0, "the cut call is charged at its worst case"
+    assert end.cost_usd == pytest.approx((terminal.cost_usd or 0) + orphaned)
+    assert end.cost_usd > terminal.cost_usd

@@ -23,11 +23,13 @@ from tether.contracts.events import (
     AgentEnd,
     AgentStart,
     AgentStream,
+    ApprovalPending,
     BaseEvent,
     BudgetRefused,
     ChildEnd,
     ChildStart,
     Event,
+    ExternalWaiting,
     LogLine,
     ModelEnd,
     ModelStart,
@@ -36,6 +38,7 @@ from tether.contracts.events import (
     RunEnd,
     RunStart,
     RunWarning,
+    SchemaRetry,
     Spawn,
     SpawnRefused,
     ToolEnd,
@@ -130,7 +133,8 @@ class OtelExporter:
         elif isinstance(event, AgentStream):
             if self.capture_content and event.span_id is not None:
                 run.streamed.setdefault(event.span_id, []).append(event.text)
-        elif isinstance(event, LogLine | RunWarning | Spawn | SpawnRefused | BudgetRefused):
+        elif isinstance(event, LogLine | RunWarning | Spawn | SpawnRefused | BudgetRefused | SchemaRetry
+                        | ExternalWaiting | ApprovalPending):
             self._point(run, event)
 
     def close_run(self, run_id: str) -> None:
@@ -299,6 +303,10 @@ class OtelExporter:
         elif isinstance(event, BudgetRefused):
             attrs = {"tether.what": event.what, "tether.account": event.account, "tether.message": event.message,
                      "tether.reserve_usd": event.reserve_usd}
+        elif isinstance(event, SchemaRetry):
+            attrs = {"tether.attempt": event.attempt, "tether.issues": len(event.issues)}
+        elif isinstance(event, ExternalWaiting | ApprovalPending):
+            attrs = {"tether.key": event.key, "gen_ai.tool.name": getattr(event, "tool", None)}
         else:
             assert isinstance(event, Spawn | SpawnRefused)
             attrs = {"tether.agent_id": event.agent_id, "tether.child_agent_id": event.child_agent_id}
