@@ -20,15 +20,16 @@ HERE = Path(__file__).parent
 AGENT_LINE = re.compile(r"#(\d+) (.+?)  (\w+)(?: \([^)]*\))?\s+[\d.]+s\s+([\d,]+) tok\s+([\d.]+) USD")
 
 
-def capture_frames(tmp_path: Path) -> list[str]:
-    """Run live_child.py in a tmux pane and save what the screen shows every 0.2 s until it exits."""
+def capture_frames(tmp_path: Path, argv: list[str] | None = None, cwd: Path = HERE) -> list[str]:
+    """Run a command (default: live_child.py) in a tmux pane; save the screen every 0.2 s until it exits."""
     tmux = shutil.which("tmux")
     assert tmux is not None, "the live view test needs tmux"
     server = f"tether-obs-{uuid.uuid4().hex[:8]}"  # a private tmux server: nothing else is touched
     env = os.pathsep.join([str(HERE.parent.parent / "src"), str(HERE)])
-    command = (f"env -u COLUMNS -u LINES PYTHONPATH={env} {sys.executable} {HERE / 'live_child.py'} sqlite:///{tmp_path}/t.db; "
+    argv = argv or [str(HERE / "live_child.py"), f"sqlite:///{tmp_path}/t.db"]
+    command = (f"cd {cwd} && env -u COLUMNS -u LINES PYTHONPATH={env} {sys.executable} {' '.join(argv)}; "
                "echo __DONE__; sleep 60")
-    frames_dir = tmp_path / "frames"
+    frames_dir = tmp_path / f"frames-{uuid.uuid4().hex[:4]}"
     frames_dir.mkdir()
     frames: list[str] = []
     subprocess.run([tmux, "-L", server, "new-session", "-d", "-s", "live", "-x", "130", "-y", "40", command],
@@ -89,3 +90,43 @@ def test_no_forecast_without_a_ceiling() -> None:
     view = RunView()
     view.apply(RunStart(run_id="r", ts=1.0, workflow="w"))
     assert view.forecast(now=2.0) is None
+
+
+STEP_FLOW = """
+import asyncio
+import tether
+
+@tether.workflow(name="steps")
+async def steps(ctx):
+    async with ctx.phase("only"):
+        await ctx.step("wait", lambda: asyncio.sleep(0.5))
+        return 2
+"""
+
+
+def test_tether_run_shows_the_live_view_on_a_terminal_by_default(tmp_path: Path) -> None:
+    (tmp_path / "stepflow.py").write_text(STEP_FLOW)
+    argv = ["-m", "tether.cli.main", "run", "stepflow:steps", "--run-id", "tty", "--budget", "0.5",
+            "--store", f"sqlite:///{tmp_path}/t.db"]
+    final = capture_frames(tmp_path, argv, cwd=tmp_path)[-1]
+    assert re.search(r"tty  steps  ok", final), "the live view's header, on a terminal without --progress"
+    assert "USD    [" in final and "0.0000 of 0.5000 USD (0%)" in final
+    assert "tty: ok  value=2" in final
+
+
+def test_the_header_has_a_bar_for_every_ceiling() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tether.observability.progress import render
+
+    view = RunView()
+    view.apply(RunStart(run_id="r", ts=1.0, workflow="w", ceiling_usd=2.0, spent_usd=0.5, ceiling_tokens=1_000,
+                        spent_tokens=250, resumed=True))
+    console = Console(file=StringIO(), width=100, color_system=None)
+    console.print(render(view, now=2.0))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "USD    [██████░░░░░░░░░░░░░░░░░░] 0.5000 of 2.0000 USD (25%)" in text
+    assert "tokens [██████░░░░░░░░░░░░░░░░░░] 250 of 1,000 tokens (25%)" in text
+    assert "restored from the journal: 0.5000 USD" in text
