@@ -27,7 +27,7 @@ from tether.contracts.usage import Usage
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
-from tether.engine.replay_events import emit_replayed_agent
+from tether.engine.replay_events import ReplayFacts
 from tether.engine.segment import AppendCancelled
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
@@ -73,6 +73,7 @@ class AgentCall:
     def __init__(self, seg: Segment) -> None:
         self.seg = seg
         self.ctx: Ctx | None = None
+        self._replay_facts: ReplayFacts | None = None  # built at the first replayed agent
 
     async def call(
         self,
@@ -116,7 +117,8 @@ class AgentCall:
         found = seg.lookup(frame.scope, k)
         if found.action == "replay" and found.match and found.match.terminal:
             result = restore_result(found.match.entry, found.match.terminal, out)
-            emit_replayed_agent(seg.events, seg.index, frame, found.match.entry, found.match.terminal, result)
+            self._replay_facts = self._replay_facts or ReplayFacts(seg.index)
+            self._replay_facts.emit(seg.events, frame, found.match.entry, found.match.terminal, result)
             return self._shape(frame, found.match.entry, result, on_error, full)
         seg.require_live(f"agent {label or prompt[:40]!r}", frame.scope)
         spec = AgentSpec(
