@@ -4,7 +4,7 @@ A workflow is a plain `async def` over `ctx`; every effect goes through `ctx` in
 append-only journal, so a crashed or edited run resumes without paying twice.
 """
 
-from tether import mcp, models, testing
+from tether import events, mcp, models, testing
 from tether.agents.tool_budget import (
     FinalizationReserve,
     FinalizationWindow,
@@ -31,13 +31,14 @@ from tether.contracts.errors import (
     StoreUnavailableError,
     TetherError,
 )
-from tether.contracts.events import AgentEvent, Event, ToolEffectRecord
+from tether.contracts.events import AgentEvent, BaseEvent, Event, EventLogError, ToolEffectRecord
 from tether.contracts.prices import Price, Tier
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, ToolBudgetSummary
 from tether.contracts.usage import Usage
 from tether.engine.ctx import BranchOutcome, Ctx
 from tether.engine.engine import Engine
+from tether.engine.event_log import read_events
 from tether.engine.handle import RunHandle
 from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
 from tether.engine.tree import Containment
@@ -58,6 +59,7 @@ __all__ = [
     "AgentEvent",
     "AgentNode",
     "AgentResult",
+    "BaseEvent",
     "BranchOutcome",
     "BudgetExhaustedError",
     "BudgetHooks",
@@ -68,6 +70,7 @@ __all__ = [
     "DroppedBranch",
     "Engine",
     "Event",
+    "EventLogError",
     "FinalizationReserve",
     "FinalizationWindow",
     "InvalidResolutionError",
@@ -100,9 +103,11 @@ __all__ = [
     "TreeReport",
     "Usage",
     "Workflow",
+    "events",
     "mcp",
     "models",
     "progress",
+    "read_events",
     "testing",
     "tool",
     "workflow",

@@ -9,6 +9,7 @@ from typing import Any
 from tether.agents.host import AgentSpec, ResolvedModel
 from tether.agents.state import LoopState
 from tether.contracts.errors import BudgetExhaustedError
+from tether.contracts.events import AgentScoped, event_of
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
 from tether.contracts.usage import Usage
@@ -28,7 +29,7 @@ class HostDouble:
         *,
         checkpoint: LoopState | None = None,
         approvals: dict[str, bool] | None = None,
-        on_emit: Callable[[str, dict[str, Any]], None] | None = None,
+        on_emit: Callable[[str, AgentScoped], None] | None = None,
     ) -> None:
         self.run_id = "run-test"
         self.stored = checkpoint
@@ -36,7 +37,7 @@ class HostDouble:
         self.approvals = dict(approvals or {})
         self.approve_calls: list[tuple[str, dict[str, Any], LoopState | None]] = []
         self.executed: list[tuple[str, dict[str, Any], str, int]] = []
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[tuple[str, AgentScoped]] = []
         self.sleeps: list[float] = []
         self.decisions: dict[str, dict[str, Any]] = {}
         self.dispatches: list[tuple[str, int, int]] = []
@@ -68,16 +69,21 @@ class HostDouble:
         self.executed.append((tool.name, args, call_id, ordinal))
         return await tool.call(args)
 
-    def emit(self, type: str, **data: Any) -> None:
-        self.events.append((type, data))
+    def emit(self, event: AgentScoped | str, /, **fields: Any) -> None:
+        if isinstance(event, str):  # the old call shape, validated like the engine's host does
+            built = event_of(event, **fields)
+            assert isinstance(built, AgentScoped)
+            event = built
+        self.events.append((event.type, event))
         if self._on_emit is not None:
-            self._on_emit(type, data)
+            self._on_emit(event.type, event)
 
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
 
-    def of_type(self, type: str) -> list[dict[str, Any]]:
-        return [data for t, data in self.events if t == type]
+    def of_type(self, type: str) -> list[Any]:
+        """The typed events of one type, in order."""
+        return [event for t, event in self.events if t == type]
 
 
 class JournalHost(HostDouble):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from loopkit import HooksDouble, HostDouble, make_spec
 
@@ -20,7 +18,7 @@ async def test_rate_limit_retry_honours_retry_after() -> None:
     assert (result.status, result.output, result.turns) == ("ok", "ok", 1)
     assert fake.calls == 2
     assert len(host.sleeps) == 1 and host.sleeps[0] >= 3.0
-    assert host.of_type("agent:end")[0]["provider_calls"] == 2
+    assert host.of_type("agent:end")[0].provider_calls == 2
 
 
 async def test_transport_errors_retry_with_doubling_jittered_backoff() -> None:
@@ -116,7 +114,7 @@ async def test_an_unaffordable_output_floor_refuses_with_zero_provider_calls() -
         "loop",
     )
     assert (fake.calls, result.turns, hooks.admitted) == (0, 0, [])
-    assert host.of_type("agent:end")[0]["provider_calls"] == 0
+    assert host.of_type("agent:end")[0].provider_calls == 0
 
 
 async def test_a_before_turn_refusal_is_a_budget_error_with_its_reason() -> None:
@@ -171,13 +169,13 @@ async def test_a_budget_cut_mid_stream_settles_cancelled_with_approximate_usage(
     assert result.usage.approximate
     assert 30 <= result.usage.output_tokens < 100
     assert fake.calls == 1 and hooks.released == 1
-    assert host.of_type("agent:error")[0]["error"]["kind"] == "budget"
+    assert host.of_type("agent:error")[0].error.kind == "budget"
 
 
 async def test_an_abort_while_the_model_is_streaming_cuts_the_stream() -> None:
     hooks = HooksDouble()
 
-    def abort_on_first_text(type: str, data: dict[str, Any]) -> None:
+    def abort_on_first_text(type: str, event: object) -> None:
         if type == "agent:stream" and hooks.signal is not None:
             hooks.signal.abort("sibling overshoot")
 
@@ -194,7 +192,7 @@ async def test_a_caller_cancellation_mid_stream_is_cancelled_without_a_budget_er
 
     stop = Signal()
 
-    def abort_on_first_text(type: str, data: dict[str, Any]) -> None:
+    def abort_on_first_text(type: str, event: object) -> None:
         if type == "agent:stream":
             stop.abort("user pressed stop")
 

@@ -35,7 +35,7 @@ async def test_complete_tool_calls_of_a_cut_turn_never_run() -> None:
     result = await run_agent(make_spec(fake, tools=[add]), host, HooksDouble())
     assert ran == [] and host.executed == []
     assert (result.status, result.output, result.finish_reason, result.error) == ("limit", "Adding.", "max_tokens", None)
-    assert host.of_type("agent:end")[0]["reason"] == "max-tokens"
+    assert host.of_type("agent:end")[0].reason == "max-tokens"
 
 
 async def test_a_cut_forced_tool_output_is_re_prompted_never_accepted() -> None:

@@ -34,8 +34,8 @@ async def test_a_text_reply_is_the_output() -> None:
     assert result.usage_by_model == {"fake:m": result.usage}
     assert fake.requests[0].system == "be brief"
     assert host.events[0][0] == "agent:start"
-    assert host.of_type("agent:end")[0]["status"] == "ok"
-    assert "".join(e["text"] for e in host.of_type("agent:stream")) == "hello"
+    assert host.of_type("agent:end")[0].status == "ok"
+    assert "".join(e.text for e in host.of_type("agent:stream")) == "hello"
 
 
 async def test_unbounded_hooks_satisfy_the_protocol_and_run_an_agent() -> None:
@@ -182,7 +182,7 @@ async def test_max_turns_is_checked_before_dispatch() -> None:
     result = await run_agent(make_spec(fake, tools=[add], max_turns=3), host, HooksDouble())
     assert (result.status, result.turns) == ("limit", 3)
     assert fake.calls == 3
-    assert host.of_type("agent:end")[0]["reason"] == "max-turns"
+    assert host.of_type("agent:end")[0].reason == "max-turns"
 
 
 async def test_repeating_the_same_tool_batch_settles_limit_for_no_progress() -> None:
@@ -193,7 +193,7 @@ async def test_repeating_the_same_tool_batch_settles_limit_for_no_progress() -> 
     assert result.status == "limit"
     assert fake.calls == 4  # the first batch is progress; three repeats are not
     assert len(host.executed) == 3
-    assert host.of_type("agent:end")[0]["reason"] == "no-progress"
+    assert host.of_type("agent:end")[0].reason == "no-progress"
 
 
 async def test_a_deny_rule_gives_an_error_result_and_never_runs_the_tool() -> None:
@@ -265,7 +265,7 @@ async def test_resume_continues_the_same_turn_without_rerunning_executed_tools()
     assert fake.calls == 2  # the model turn that asked for the tools was not paid again
     results = tool_results(fake.requests[1].messages)
     assert [r.content for r in results] == ["2", "sent to x@y"]
-    assert second.of_type("agent:start")[0]["resumed"] is True
+    assert second.of_type("agent:start")[0].resumed is True
 
 
 async def test_a_checkpoint_holds_the_batch_before_tools_run() -> None:

@@ -107,7 +107,7 @@ async def test_an_invalid_output_is_re_prompted_with_its_issues_then_accepted() 
     assert reprompt.role == "user"
     assert "score" in reprompt.text_content and "rationale: Field required" in reprompt.text_content
     [event] = host.of_type("agent:schema-retry")
-    assert event["attempt"] == 1 and {tuple(i["loc"]) for i in event["issues"]} == {
+    assert event.attempt == 1 and {tuple(i.loc) for i in event.issues} == {
         ("score",),
         ("rationale",),
     }
@@ -264,7 +264,7 @@ async def test_jsonschema_issues_keep_pydantic_locations_for_missing_and_extra_k
     result = await run_agent(make_spec(fake, output=output_spec(schema)), host, HooksDouble())
     assert (result.status, result.output) == ("ok", {"score": 2, "kind": None})
     [event] = host.of_type("agent:schema-retry")
-    assert {(tuple(i["loc"]), i["type"]) for i in event["issues"]} == {
+    assert {(tuple(i.loc), i.type) for i in event.issues} == {
         (("score",), "missing"),
         (("extra",), "extra_forbidden"),
     }

@@ -19,6 +19,7 @@ from tether.agents.tool_budget import (
 )
 from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ChatRequest, Message
+from tether.contracts.results import ToolBudgetSummary
 from tether.models.fake import FakeModel, Reply, ToolCall
 from tether.tools.definition import tool
 from tether.tools.permissions import Permissions
@@ -129,7 +130,7 @@ async def test_no_budget_and_an_empty_budget_carry_no_summary() -> None:
         host = HostDouble()
         result = await run_agent(make_spec(fake, tools=[probe], tool_budget=budget), host, HooksDouble())
         assert (result.status, result.tool_budget) == ("ok", None)
-        assert host.of_type("agent:end")[0]["tool_budget"] is None
+        assert host.of_type("agent:end")[0].tool_budget is None
 
 
 # -- max_tool_calls --------------------------------------------------------------------------------
@@ -146,9 +147,9 @@ async def test_expiry_mid_batch_skips_the_rest_and_settles_limit_with_the_limite
     assert result.tool_budget.model_dump(exclude_none=True) == {"used": 2, "cap": 2, "limiter": "max_tool_calls"}
     skipped = tool_results(host.stored.messages if host.stored else [])[-1]
     assert skipped.is_error and skipped.content.startswith("[skipped] tool budget exhausted (max_tool_calls")
-    assert host.of_type("agent:end")[0]["reason"] == "tool-budget"
-    assert host.of_type("agent:end")[0]["tool_budget"] == {"used": 2, "cap": 2, "limiter": "max_tool_calls"}
-    assert [e["outcome"] for e in host.of_type("tool:end") if not e["executed"]] == ["skipped"]
+    assert host.of_type("agent:end")[0].reason == "tool-budget"
+    assert host.of_type("agent:end")[0].tool_budget == ToolBudgetSummary(used=2, cap=2, limiter="max_tool_calls")
+    assert [e.outcome for e in host.of_type("tool:end") if not e.executed] == ["skipped"]
 
 
 async def test_max_tool_calls_zero_forbids_tools() -> None:
@@ -382,7 +383,7 @@ async def test_inside_the_window_only_allowed_tools_run_and_refusals_do_not_coun
     assert [p["left"] for p in host.decided("finalization-window")] == [2]
     assert len(texts(fake.requests[1], "Finalization window")) == 1  # announced after the crossing batch
     assert count_in(fake.requests[2].messages, "Finalization window") == 1
-    assert [e["guard"] for e in host.of_type("tool:end") if e.get("outcome") == "refused"] == ["finalization-window"]
+    assert [e.guard for e in host.of_type("tool:end") if e.outcome == "refused"] == ["finalization-window"]
 
 
 async def test_the_window_entry_is_a_decision_at_the_moment_it_fires_mid_batch() -> None:
@@ -438,7 +439,7 @@ async def test_a_model_that_ignores_the_window_stops_for_no_progress_instead_of_
     budget = ToolBudget(max_tool_calls=3, finalization_window=FinalizationWindow(reserve_calls=1, allow=["record"]))
     spec = make_spec(fake, tools=[probe, record], tool_budget=budget, no_progress_turns=3)
     result = await run_agent(spec, host, HooksDouble())
-    assert result.status == "limit" and host.of_type("agent:end")[0]["reason"] == "no-progress"
+    assert result.status == "limit" and host.of_type("agent:end")[0].reason == "no-progress"
     assert len(host.executed) == 2 and fake.calls == 5  # two calls ran, then three refused batches
     assert result.tool_budget is not None and result.tool_budget.limiter is None
 
@@ -464,7 +465,7 @@ async def test_the_reserve_runs_one_tool_less_summary_turn_whose_text_is_the_out
     assert answered[3].is_error and answered[3].content.startswith("[skipped]")
     assert summary.messages[-1].role == "user" and "Do not call tools" in summary.messages[-1].text_content
     assert (fake.calls, result.turns) == (3, 3)
-    assert host.of_type("agent:end")[0]["tool_budget"]["finalization_reserve_used"] is True
+    assert host.of_type("agent:end")[0].tool_budget.finalization_reserve_used is True
 
 
 async def test_tool_calls_in_the_summary_reply_are_dropped() -> None:

@@ -113,7 +113,7 @@ async def test_live_debits_equal_the_settled_fold_to_the_cent_across_a_tier(engi
     engine = engine_for(model)
     debits: list[float] = []
     handle = engine.start(one, run_id="r", budget_usd=10.0)
-    handle.on("budget:update", lambda e: debits.append(e.data["usd"]))
+    handle.on("budget:update", lambda e: debits.append(e.usd))
     out = await handle
     expected = cost_usd(tether.Usage(input_tokens=250_000, output_tokens=100), tiered)
     assert round(sum(debits), 2) == round(out.cost.total_usd, 2) == round(expected, 2)

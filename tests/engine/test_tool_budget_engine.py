@@ -10,7 +10,7 @@ from typing import Any
 
 import tether
 from tether.contracts.entries import JournalEntry
-from tether.contracts.events import Event
+from tether.contracts.events import AgentEnd
 from tether.contracts.messages import ChatRequest
 from tether.testing import Reply, ToolCall
 
@@ -50,8 +50,8 @@ class Twice:
 
     live: tether.AgentResult
     replayed: tether.AgentResult
-    live_end: dict[str, Any]
-    replayed_end: dict[str, Any]
+    live_end: AgentEnd
+    replayed_end: AgentEnd
     model: Any
     calls_after_live: int
     journal: list[JournalEntry] = field(default_factory=list)
@@ -84,7 +84,7 @@ async def run_twice(
         results.append(result)
         return str(result.status)
 
-    ends: list[list[Event]] = [[], []]
+    ends: list[list[AgentEnd]] = [[], []]
     first = engine.start(researcher, run_id="tb", **run_options)
     first.on("agent:end", ends[0].append)
     await first
@@ -96,7 +96,7 @@ async def run_twice(
     await engine.close()
     assert model.calls == calls, "the replay must not call the model"
     return Twice(
-        results[0], results[1], ends[0][0].data, ends[1][0].data, model, calls, journal
+        results[0], results[1], ends[0][0], ends[1][0], model, calls, journal
     )
 
 
@@ -206,7 +206,8 @@ async def test_the_live_agent_end_event_carries_the_summary_and_the_replayed_one
         finalization_window=tether.FinalizationWindow(reserve_calls=1, allow=("probe",)),
     )
     twice = await run_twice(tmp_path, calls_tools("probe", turns=99), budget)
-    assert twice.live_end["tool_budget"] == {
+    assert isinstance(twice.live_end.tool_budget, tether.ToolBudgetSummary)
+    assert twice.live_end.tool_budget.model_dump(exclude_none=True) == {
         "used": 3,
         "cap": 3,
         "units_used": 3.0,
@@ -218,7 +219,8 @@ async def test_the_live_agent_end_event_carries_the_summary_and_the_replayed_one
         "limiter": "max_tool_calls",
     }
     durable = {"used": 3, "cap": 3, "extensions_granted": 1, "finalization_window_entered": True}
-    assert twice.replayed_end["tool_budget"] == durable
+    assert twice.replayed_end.tool_budget is not None
+    assert twice.replayed_end.tool_budget.model_dump(exclude_none=True) == durable
     assert twice.replayed.tool_budget is not None
     assert twice.replayed.tool_budget.model_dump(exclude_none=True) == durable
 

@@ -85,7 +85,7 @@ async def test_a_sync_tool_past_its_timeout_returns_a_timeout_result_while_a_sib
     during = [t for t in clock.times("agent:stream") if started < t < ended]
     assert len(during) >= 3, "the sibling agent did not stream while the sync tool slept"
     assert out.value[0].startswith("[timeout] tool 'sleep_for' timed out after 0.5s")
-    assert clock.ends()[0].data["outcome"] == "timeout"
+    assert clock.ends()[0].outcome == "timeout"
     [row] = await engine.effect_ledger("pair")
     assert (row.executor, row.tool, row.outcome) == ("inprocess", "sleep_for", "timeout")
     await engine.close()

@@ -72,8 +72,8 @@ async def test_fifty_children_at_max_concurrent_4_finish_without_deadlock(tmp_pa
     model = tether.models.fake("fake", script=script)
     engine = tether.Engine(models=[model], routing={"loop": "fake:m"}, store=f"sqlite:///{tmp_path}/t.db")
 
-    def track(event: tether.Event) -> None:
-        if event.data.get("depth") == 2:
+    def track(event: tether.events.AgentStart | tether.events.AgentEnd) -> None:
+        if event.depth == 2:
             working["now"] += 1 if event.type == "agent:start" else -1
             working["peak"] = max(working["peak"], working["now"])
 

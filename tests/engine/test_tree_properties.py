@@ -45,8 +45,8 @@ async def grow(plan: dict[str, list[str]], caps: Containment, tmp: Any) -> tuple
     working: dict[int, int] = {}
     peak: dict[int, int] = {}
 
-    def track(event: tether.Event) -> None:
-        d = int(event.data["depth"])
+    def track(event: tether.events.AgentStart | tether.events.AgentEnd) -> None:
+        d = event.depth
         working[d] = working.get(d, 0) + (1 if event.type == "agent:start" else -1)
         peak[d] = max(peak.get(d, 0), working[d])
 

@@ -15,6 +15,7 @@ from server_kit import run_status, sse_events, wait_for
 from starlette.testclient import TestClient
 
 import tether
+from tether.contracts.events import EVENT_ADAPTER, AgentEnd, LogLine
 from tether.server import operations
 
 Serve = Callable[..., TestClient]
@@ -217,8 +218,8 @@ def test_a_settled_runs_event_stream_is_its_history_then_it_ends(recorded: str, 
     assert types.count("agent:start") == 5 and types.count("agent:end") == 5 and types.count("spawn:refused") == 1
     events = [json.loads(d) for t, d in frames if t != "end"]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert all(tether.Event.model_validate(e).run_id == RUN for e in events)
-    spend = [e["data"]["spent"] for e in events if e["type"] == "budget:update"]
+    assert all(EVENT_ADAPTER.validate_python(e).run_id == RUN for e in events)  # each one its typed model
+    spend = [e["spent_usd"] for e in events if e["type"] == "budget:update"]
     assert spend == sorted(spend) and spend[-1] == client.get(f"/api/runs/{RUN}/cost").json()["total_usd"]
     assert json.loads(frames[-1][1]) == {"run_id": RUN, "status": "ok"}
     # a reconnecting client skips what it saw (Last-Event-ID)
@@ -274,8 +275,9 @@ def test_a_run_driven_by_another_engine_is_followed_through_the_store_until_it_s
     assert types.count("agent:start") == 3 and types.count("agent:end") == 3
     assert types[-3:] == ["external:waiting", "run:end", "end"]
     assert json.loads(frames[-1][1]) == {"run_id": "far-1", "status": "suspended"}
-    assert [json.loads(d)["data"]["journal_seq"] for t, d in frames if t == "agent:end"] == sorted(
-        json.loads(d)["data"]["journal_seq"] for t, d in frames if t == "agent:end")
+    ended = [EVENT_ADAPTER.validate_json(d) for t, d in frames if t == "agent:end"]
+    assert all(isinstance(e, AgentEnd) and e.agent_id is not None for e in ended)
+    assert [e.ts for e in ended] == sorted(e.ts for e in ended)  # in journal order
 
 
 # -- resolve, cancel, start ----------------------------------------------------------------------
@@ -478,10 +480,9 @@ def test_the_openapi_document_is_valid_and_generated_from_the_routes(serve: Serv
     assert "401" in gated["paths"]["/api/runs"]["get"]["responses"]
 
 
-def test_an_event_whose_payload_json_cannot_hold_still_streams_as_json() -> None:
+def test_every_streamed_event_is_its_typed_model_as_json() -> None:
     from tether.server import event_json
 
-    event = tether.Event(type="log", run_id="r", seq=3, ts=1.5, data={"obj": object(), "n": 1})
-    decoded = json.loads(event_json(event))
-    assert decoded["data"]["n"] == 1 and decoded["data"]["obj"].startswith("<object object")
-    assert tether.Event.model_validate(decoded).seq == 3
+    event = LogLine(run_id="r", seq=3, ts=1.5, level="info", msg="hello", fields={"n": 1, "tags": ["a"]})
+    decoded = EVENT_ADAPTER.validate_json(event_json(event))
+    assert decoded == event and isinstance(decoded, LogLine)

@@ -15,6 +15,7 @@ from tether.agents.host import AgentSpec, LoopHost, ResolvedModel
 from tether.agents.state import LoopState
 from tether.agents.structured import StructuredTier, plan
 from tether.contracts.errors import BudgetExhaustedError
+from tether.contracts.events import AgentStream, ModelEnd, ModelStart
 from tether.contracts.messages import ChatRequest, Message, RawPart, TextPart, ToolCallPart
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, Stage
@@ -64,6 +65,8 @@ class _Streamed:
     calls: list[ToolCallEnd] = field(default_factory=list)
     raw: list[RawPart] = field(default_factory=list)
     fed: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)
+    """The call's settled usage (the terminal's total, else the metered sum)."""
     terminal: Finish | StreamError | None = None
     cut: bool = False
 
@@ -278,8 +281,11 @@ class Dispatcher:
         unsubscribe = [self.signal.add_listener(cut.signal.abort)] if self.signal else []
         if self.hooks.signal is not None:
             unsubscribe.append(self.hooks.signal.add_listener(cut.on_ceiling))
+        call = self.state.provider_calls
         try:
             await self.host.record_dispatch(model.ref, est_input, clamp)  # durable before the request leaves
+            self.host.emit(ModelStart(call=call, model=model.ref, provider=model.adapter.id, max_tokens=clamp,
+                                      stage=stage))
             streamed = await self._consume(model, request, cut)
         finally:
             cut.close()
@@ -288,6 +294,10 @@ class Dispatcher:
             if release is not None:
                 release()
         result = self._settle(model, streamed, stage)
+        self.host.emit(ModelEnd(
+            call=call, model=model.ref, provider=model.adapter.id, status=result.status, usage=streamed.usage,
+            finish_reason=result.finish_reason, max_tokens=clamp, error=result.error,
+        ))
         result.tier = tier
         result.output_limit, result.budget_clamped = clamp, clamp < self._natural_limit(model)
         return result
@@ -326,7 +336,7 @@ class Dispatcher:
             else:
                 msg = "stream ended without a terminal event"
                 out.terminal = StreamError(kind="transport", message=msg, retryable=True)
-        total = self._call_usage(out)
+        total = out.usage = self._call_usage(out)
         self._feed(model, meter, _minus(total, out.fed))
         self._account(model, total)
         return out
@@ -340,7 +350,8 @@ class Dispatcher:
     ) -> None:
         if isinstance(event, TextDelta):
             out.text.append(event.text)
-            self.host.emit("agent:stream", text=event.text, model=model.ref)
+            so_far = self.state.usage + out.fed
+            self.host.emit(AgentStream(call=self.state.provider_calls, model=model.ref, text=event.text, usage=so_far))
         elif isinstance(event, ToolCallEnd):
             out.calls.append(event)
         elif isinstance(event, RawPartEvent):

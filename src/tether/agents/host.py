@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tether.contracts.events import AgentScoped
 from tether.contracts.protocols import ChatModel
 
 if TYPE_CHECKING:
@@ -99,8 +100,11 @@ class LoopHost(Protocol):
     ) -> Any:
         """Run a validated tool call through its executor and the effect ledger; raise on failure."""
 
-    def emit(self, type: str, **data: Any) -> None:
-        """Telemetry only (agent:*, tool:* events); never journaled."""
+    def emit(self, event: AgentScoped, /) -> None:
+        """Telemetry only (the typed agent, model and tool events); never journaled.
+
+        The host fills the agent's ids, its span ids and its live cost; the loop fills the rest.
+        """
 
     async def sleep(self, seconds: float) -> None:
         """Backoff sleeps go through the host so tests control time."""

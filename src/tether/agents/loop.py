@@ -25,11 +25,12 @@ from tether.agents.structured import (
 from tether.agents.tool_budget import ToolBudgetGate
 from tether.agents.toolcalls import ToolRunner
 from tether.contracts.errors import BudgetExhaustedError, ConfigError
+from tether.contracts.events import AgentEnd, AgentFailed, AgentStart, SchemaIssue, SchemaRetry
 from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, AgentStatus, Stage
 from tether.contracts.signal import Signal
-from tether.journal.canonical import content_key
+from tether.journal.canonical import canonical_json, content_key, to_jsonable
 from tether.tools.definition import Issue
 
 MAX_PAUSE_CONTINUATIONS = 4
@@ -59,30 +60,40 @@ async def run_agent(
         restored = None  # a checkpoint this version cannot read is never trusted: start over
     state = restored if restored is not None else LoopState.start(spec.prompt)
     state.model_index = min(state.model_index, len(spec.models) - 1)
-    host.emit(
-        "agent:start",
-        label=spec.label,
-        agent_type=spec.agent_type,
-        model=spec.models[0].ref,
-        resumed=restored is not None,
-        turns=state.turns,
-    )
+    host.emit(AgentStart(
+        label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref, resumed=restored is not None,
+        turns=state.turns, prompt=spec.prompt[:2_000],
+    ))
     loop = _AgentLoop(spec, host, hooks, state, signal)
     result = await loop.run()
     if result.error is not None:
-        host.emit("agent:error", status=result.status, error=result.error.model_dump(mode="json"))
-    host.emit(
-        "agent:end",
-        status=result.status,
-        usage=result.usage.model_dump(mode="json"),
-        tool_budget=result.tool_budget.model_dump(exclude_none=True) if result.tool_budget else None,
-        turns=result.turns,
-        served_by=result.served_by,
-        finish_reason=result.finish_reason,
-        reason=loop.stop_reason,
-        provider_calls=state.provider_calls,
-    )
+        host.emit(AgentFailed(status=result.status, error=result.error))
+    host.emit(end_event(result, reason=loop.stop_reason, provider_calls=state.provider_calls))
     return result
+
+
+def end_event(result: AgentResult, *, reason: str | None = None, provider_calls: int = 0) -> AgentEnd:
+    """The `agent:end` of a settled invocation (the host adds its ids and journaled cost)."""
+    return AgentEnd(
+        status=result.status, output=output_summary(result.output), usage=result.usage, cost_usd=result.cost_usd,
+        turns=result.turns, served_by=result.served_by, finish_reason=result.finish_reason,
+        tool_budget=result.tool_budget, error=result.error, reason=reason, provider_calls=provider_calls,
+        agent_id=result.agent_id, parent_agent_id=result.parent_agent_id,
+    )
+
+
+def output_summary(output: Any, limit: int = 500) -> str | None:
+    """An output as a short text for telemetry: text as it is, anything else as compact JSON; cut to `limit`."""
+    if output is None:
+        return None
+    if isinstance(output, str):
+        text = output
+    else:
+        try:
+            text = canonical_json(to_jsonable(output)).decode()
+        except Exception:
+            text = repr(output)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class _AgentLoop:
@@ -240,7 +251,7 @@ class _AgentLoop:
             return self._finish("error", error=error, reason="schema-mismatch")
         state.schema_retries_used += 1
         state.reprompting = True
-        self.host.emit("agent:schema-retry", attempt=state.schema_retries_used, issues=issues)
+        self.host.emit(SchemaRetry(attempt=state.schema_retries_used, issues=[_issue(i) for i in issues]))
         text = reprompt_text(issues, tier)
         if emits:
             # The re-prompt rides the emit_result tool results; the batch's other calls still run.
@@ -354,6 +365,11 @@ class _AgentLoop:
             error=error,
             tool_budget=self.gate.summary(limited=limited),
         )
+
+
+def _issue(issue: Issue) -> SchemaIssue:
+    loc = [p if isinstance(p, int) else str(p) for p in issue.get("loc") or ()]
+    return SchemaIssue(loc=loc, msg=str(issue.get("msg") or ""), type=str(issue.get("type") or ""))
 
 
 def _tool_less(spec: AgentSpec, max_output_tokens: int | None) -> AgentSpec:

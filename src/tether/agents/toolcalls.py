@@ -17,8 +17,9 @@ from tether.agents.host import AgentSpec, LoopHost
 from tether.agents.state import LoopState, PendingBatch
 from tether.agents.tool_budget import ToolBudgetGate
 from tether.contracts.errors import NonSerializableValueError
+from tether.contracts.events import ToolEnd, ToolStart
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
-from tether.journal.canonical import canonical_json
+from tether.journal.canonical import canonical_json, to_jsonable
 from tether.tools.definition import ModelRetry, Tool, ToolArgsError, ToolExecutionError, format_issue
 from tether.tools.permissions import Permissions
 
@@ -139,12 +140,11 @@ class ToolRunner:
 
     def _refuse(self, pending: PendingBatch, call: ToolCallPart, message: str) -> None:
         pending.results[call.id] = _error(call, message)
-        self.host.emit("tool:end", tool=call.name, call_id=call.id, is_error=True, executed=False)
+        self.host.emit(ToolEnd(tool=call.name, call_id=call.id, is_error=True, executed=False, result=message[:1_000]))
 
     def _emit_unexecuted(self, call: ToolCallPart, *, outcome: str, guard: str) -> None:
-        self.host.emit(
-            "tool:end", tool=call.name, call_id=call.id, is_error=True, executed=False, outcome=outcome, guard=guard
-        )
+        self.host.emit(ToolEnd(tool=call.name, call_id=call.id, is_error=True, executed=False, outcome=outcome,
+                               guard=guard))
 
     async def _execute(
         self,
@@ -155,7 +155,7 @@ class ToolRunner:
         args: dict[str, Any],
     ) -> ToolResultPart:
         ordinal = pending.first_ordinal + index
-        self.host.emit("tool:start", tool=tool.name, call_id=call.id, ordinal=ordinal, args=args)
+        self.host.emit(ToolStart(tool=tool.name, call_id=call.id, ordinal=ordinal, args=_json_args(args)))
         self.gate.charge(tool)
         outcome = "error"
         try:
@@ -172,16 +172,18 @@ class ToolRunner:
                 result = _error(call, f"tool '{tool.name}' failed: {type(exc).__name__}: {exc}")
         except Exception as exc:
             result = _error(call, f"tool '{tool.name}' failed: {type(exc).__name__}: {exc}")
-        self.host.emit(
-            "tool:end",
-            tool=tool.name,
-            call_id=call.id,
-            ordinal=ordinal,
-            is_error=result.is_error,
-            executed=True,
-            outcome=outcome,
-        )
+        self.host.emit(ToolEnd(tool=tool.name, call_id=call.id, ordinal=ordinal, is_error=result.is_error,
+                               executed=True, outcome=outcome, result=result.content[:1_000]))
         return result
+
+
+def _json_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The validated arguments as JSON for telemetry (a value JSON cannot hold becomes its text)."""
+    try:
+        data = to_jsonable(args)
+    except NonSerializableValueError:
+        return {k: str(v) for k, v in args.items()}
+    return data if isinstance(data, dict) else {}
 
 
 def _error(call: ToolCallPart, message: str) -> ToolResultPart:

@@ -24,6 +24,10 @@ T = TypeVar("T")
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="Store URL (or TETHER_STORE).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+EventsOpt = Annotated[str | None, typer.Option("--events", help="Append the run's events to FILE (JSONL).")]
+ProgressOpt = Annotated[
+    bool | None, typer.Option("--progress/--no-progress", help="The live view (default: on a terminal).")
+]
 
 
 class State:
@@ -125,14 +129,17 @@ def run(
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
     store: StoreOpt = None,
     json_out: JsonOpt = False,
+    events: EventsOpt = None,
+    progress: ProgressOpt = None,
 ) -> None:
     """Run MODULE:WORKFLOW with --args JSON under an optional --budget USD."""
 
     async def go() -> Any:
         wf = _load_workflow(target)
-        engine = Engine(store=_store(store))
+        engine = Engine(store=_store(store), event_log=events)
         try:
-            return await engine.run(wf, json.loads(args), run_id=run_id, budget_usd=budget)
+            handle = engine.start(wf, json.loads(args), run_id=run_id, budget_usd=budget)
+            return await _watch(handle, progress, json_out)
         finally:
             await engine.close()
 
@@ -147,13 +154,15 @@ def resume(
     dry_run: bool = False,
     store: StoreOpt = None,
     json_out: JsonOpt = False,
+    events: EventsOpt = None,
+    progress: ProgressOpt = None,
 ) -> None:
     """Resume RUN_ID (the args must match the ones the run started with)."""
 
     async def go() -> Any:
         from tether.journal.canonical import content_key
 
-        engine = Engine(store=_store(store))
+        engine = Engine(store=_store(store), event_log=events)
         try:
             meta = await (await engine.store()).get_meta(run_id)
             if meta is None:
@@ -163,11 +172,21 @@ def resume(
                 raise ConfigError(
                     f"--args differ from the ones run {run_id!r} started with; pass the same args (or omit --args)"
                 )
-            return await engine.resume(run_id, _load_workflow(target), parsed, dry_run=dry_run)
+            handle = await engine.start_resume(run_id, _load_workflow(target), parsed, dry_run=dry_run)
+            return await _watch(handle, progress, json_out)
         finally:
             await engine.close()
 
     _print_outcome(_run(go), json_out)
+
+
+async def _watch(handle: Any, progress: bool | None, json_out: bool) -> Any:
+    """The run's outcome, shown live on a terminal (or as plain lines with --progress off one)."""
+    if not (progress if progress is not None else (not json_out and sys.stdout.isatty())):
+        return await handle
+    from tether.observability.progress import progress as live_view
+
+    return await live_view(handle, console=Console(highlight=False))
 
 
 def _print_outcome(out: Any, json_out: bool) -> None:

@@ -1,38 +1,21 @@
-"""Telemetry events (never journaled), the agent-tree audit `AgentEvent` and `ToolEffectRecord`."""
+"""Telemetry events (never journaled), the agent-tree audit `AgentEvent` and `ToolEffectRecord`.
+
+One pydantic model per event type, a discriminated union on `type` (`Event`). Emitters build the
+model (a wrong field is a type error); the run's event stream stamps the envelope (`run_id`, `seq`,
+`ts`). docs/observability.md lists every type and field.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
-EventType = Literal[
-    "run:start", "run:end", "phase:start", "log", "budget:update",
-    "agent:queued", "agent:start", "agent:end", "agent:error", "agent:schema-retry",
-    "agent:stream", "tool:start", "tool:end", "spawn", "spawn:refused",
-    "external:waiting", "approval:pending", "child:start", "child:end", "warning",
-]
-
-
-class Event(BaseModel):
-    """One telemetry event; `seq` is a per-run counter, not a journal seq; `data` holds the payload."""
-
-    model_config = ConfigDict(frozen=True)
-
-    type: EventType
-    run_id: str
-    seq: int
-    ts: float
-    span_id: str | None = None
-    parent_span_id: str | None = None
-    replayed: bool = False
-    data: dict[str, Any] = Field(default_factory=dict)
-
-    def __getattr__(self, name: str) -> Any:
-        data = self.__dict__.get("data") or {}
-        if name in data:
-            return data[name]
-        raise AttributeError(name)
+from tether.contracts.entries import EntryStatus, RunStatus
+from tether.contracts.errors import TetherError
+from tether.contracts.results import AgentError, AgentStatus, Stage, ToolBudgetSummary
+from tether.contracts.stream import FinishReason
+from tether.contracts.usage import Usage
 
 
 class AgentEvent(BaseModel):
@@ -75,3 +58,518 @@ class ToolEffectRecord(BaseModel):
     outcome: Literal["ok", "error", "timeout"] | None = None
     exit_code: int | None = None
     signal: str | None = None
+
+
+class EventLogError(TetherError):
+    """An event log file cannot be read back (a corrupt line before the last one)."""
+
+    code = "event-log"
+
+
+# -- the envelope -------------------------------------------------------------------------------
+
+
+class BaseEvent(BaseModel):
+    """The envelope every event carries. Emitters leave `run_id`, `seq` and `ts` unset: the stream stamps them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    type: str
+    """The event type, e.g. `agent:end`: the union's discriminator."""
+    run_id: str = ""
+    """The run this event belongs to."""
+    seq: int = 0
+    """A per-segment telemetry counter (1, 2, ...): not a journal seq."""
+    ts: float = 0.0
+    """Wall-clock time of the event, epoch seconds."""
+    span_id: str | None = None
+    """The telemetry span the event opens or closes (`run`, `phase-2`, `agent-7`, `agent-7:call-1`,
+    `agent-7:call_1_0`), or for a point event the span it happened in."""
+    parent_span_id: str | None = None
+    """The span that encloses `span_id`, for events that open or close a span."""
+    replayed: bool = False
+    """Served from the journal (a replay), not done live: no provider call, no spend."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        # Each model narrows `type` to its literal; the discriminator keeps the envelope's description.
+        super().__pydantic_init_subclass__(**kwargs)
+        field = cls.model_fields["type"]
+        if field.description is None:
+            field.description = BaseEvent.model_fields["type"].description
+            cls.model_rebuild(force=True)
+
+
+class BudgetFigures(BaseEvent):
+    """Spend against the run's USD ceiling and the agent tree's token ceiling, at the moment of the event."""
+
+    spent_usd: float = 0.0
+    """USD the run has spent (journaled spend restored at the segment's start included)."""
+    held_usd: float = 0.0
+    """USD held as admission reserves by invocations still running."""
+    ceiling_usd: float | None = None
+    """The run's USD ceiling (`budget_usd`, or containment `max_usd`); None without one."""
+    remaining_usd: float | None = None
+    """USD left under the ceiling net of holds; None without a ceiling."""
+    spent_tokens: int = 0
+    """Tokens the agent tree has drawn (input plus output)."""
+    held_tokens: int = 0
+    """Tokens held by invocations still running."""
+    ceiling_tokens: int | None = None
+    """The tree's token ceiling (containment `max_tokens`); None without one."""
+    remaining_tokens: int | None = None
+    """Tokens left under the tree's ceiling net of holds; None without a ceiling."""
+
+
+class Figures(TypedDict):
+    """The `BudgetFigures` fields as keyword arguments (`RunStart(workflow=..., **figures)`)."""
+
+    spent_usd: float
+    held_usd: float
+    ceiling_usd: float | None
+    remaining_usd: float | None
+    spent_tokens: int
+    held_tokens: int
+    ceiling_tokens: int | None
+    remaining_tokens: int | None
+
+
+class AgentScoped(BaseEvent):
+    """An event of one agent invocation; the engine fills `agent_id`, `label` and `depth`."""
+
+    agent_id: int | None = None
+    """The agent's id, unique in its run (None before it has one, e.g. `agent:queued`)."""
+    label: str | None = None
+    """The `label=` the invocation was given."""
+    depth: int = 0
+    """Depth in the agent tree: agents the workflow starts are at 1."""
+
+
+class TreeRow(BaseEvent):
+    """The fields of the `AgentEvent` row the same fact journals (seed 003)."""
+
+    agent_id: int
+    """The agent the fact belongs to (the parent, for a spawn; the drawing agent, for a draw)."""
+    step: int = 0
+    """The agent's turn the fact occurred on."""
+    child_agent_id: int | None = None
+    """The spawned child's agent id (spawns)."""
+    detail: str | None = None
+    """The child's goal (spawns) or the cap label `agents` | `depth` | `budget` (refusals)."""
+    tokens: int | None = None
+    """Tokens drawn: the turn's input plus output (draws)."""
+    remaining: int | None = None
+    """Tree tokens left after the draw; None without a token ceiling (draws)."""
+    usd: float | None = None
+    """USD drawn (draws)."""
+    remaining_usd: float | None = None
+    """Run USD left after the draw; None without a ceiling (draws)."""
+    parent_agent_id: int | None = None
+    """The parent of `agent_id` (spawns)."""
+
+    def row(self) -> AgentEvent:
+        """This fact as the `AgentEvent` row `engine.agent_events(run_id)` returns."""
+        kind = {"spawn": "spawn", "spawn:refused": "spawn_refused"}.get(self.type, "budget_draw")
+        fields = self.model_dump(include=set(AgentEvent.model_fields))
+        return AgentEvent.model_validate({**fields, "kind": kind})
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+class RunStart(BudgetFigures):
+    """A segment of a run started (a new run, or a resume); figures include spend restored from the journal."""
+
+    type: Literal["run:start"] = "run:start"
+    workflow: str
+    """The workflow's registered name."""
+    resumed: bool = False
+    """The journal already held entries: this segment resumes the run."""
+    max_agents: int | None = None
+    """The containment's agent cap, if any."""
+
+
+class RunEnd(BudgetFigures):
+    """The segment settled: its status, cost and what it replayed."""
+
+    type: Literal["run:end"] = "run:end"
+    status: RunStatus
+    """`ok` | `error` | `cancelled` | `exhausted` | `suspended` (`running` never ends a run)."""
+    cost_usd: float = 0.0
+    """The run's total cost, folded from the journal (`outcome.cost.total_usd`)."""
+    orphaned_usd: float = 0.0
+    """Estimated spend of calls a crash cut off, included in `cost_usd`."""
+    usage: Usage = Usage()
+    """The run's total usage."""
+    hits: int = 0
+    """Calls served from the journal."""
+    misses: int = 0
+    """Calls the journal did not hold (run live)."""
+    reruns: int = 0
+    """Journaled calls run again (cancelled, transport errors, redispatches)."""
+    pending: list[str] = []
+    """Open suspension keys (`suspended` and `exhausted` runs)."""
+    error_type: str | None = None
+    """The error's type name when the run settled `error` or `cancelled`."""
+    error: str | None = None
+    """The error's message."""
+
+
+class PhaseStart(BaseEvent):
+    """`async with ctx.phase(name)` was entered."""
+
+    type: Literal["phase:start"] = "phase:start"
+    phase: str
+    """The phase name."""
+
+
+class PhaseEnd(BaseEvent):
+    """A phase's block was left."""
+
+    type: Literal["phase:end"] = "phase:end"
+    phase: str
+    """The phase name."""
+    error_type: str | None = None
+    """The exception type that left the block, if one did."""
+
+
+class LogLine(BaseEvent):
+    """`ctx.log(level, msg, **fields)`: telemetry only, never journaled."""
+
+    type: Literal["log"] = "log"
+    level: str
+    """The level as given (`info`, `warning`, ...)."""
+    msg: str
+    """The message."""
+    fields: dict[str, JsonValue] = {}
+    """The keyword fields passed to `ctx.log` (JSON values)."""
+
+
+class RunWarning(BaseEvent):
+    """Something the run wants you to know but did not stop for; also on the `tether` logger."""
+
+    type: Literal["warning"] = "warning"
+    message: str
+    """The warning, with what to do about it."""
+
+
+class ChildStart(BaseEvent):
+    """A child workflow (`ctx.workflow`) started."""
+
+    type: Literal["child:start"] = "child:start"
+    workflow: str
+    """The child's workflow name."""
+    scope: str = ""
+    """The child's scope path in the journal."""
+    ceiling_usd: float | None = None
+    """The child's sub-account ceiling; None without one."""
+
+
+class ChildEnd(BaseEvent):
+    """A child workflow settled (or was served from the journal)."""
+
+    type: Literal["child:end"] = "child:end"
+    workflow: str
+    """The child's workflow name."""
+    status: EntryStatus
+    """How the child settled (`ok`, `error`, `limit`, `cancelled`, `exhausted`)."""
+
+
+class ExternalWaiting(BaseEvent):
+    """A branch parked on `ctx.await_external(key)`."""
+
+    type: Literal["external:waiting"] = "external:waiting"
+    key: str
+    """The key `resolve_external` is called with."""
+
+
+# -- budgets ----------------------------------------------------------------------------------
+
+
+class BudgetUpdate(BudgetFigures):
+    """A live debit: what one provider call's usage just cost, and the run's figures after it."""
+
+    type: Literal["budget:update"] = "budget:update"
+    model: str
+    """The `adapter:model` that was billed."""
+    usd: float
+    """This debit, USD."""
+    agent_id: int | None = None
+    """The agent whose call was billed."""
+
+
+class BudgetDraw(TreeRow):
+    """One model turn's draw on the shared ceilings (one `budget_draw` row per turn)."""
+
+    type: Literal["budget:draw"] = "budget:draw"
+
+
+class BudgetRefused(BudgetFigures):
+    """Admission refused an invocation: its reserve does not fit under a ceiling."""
+
+    type: Literal["budget:refused"] = "budget:refused"
+    agent_id: int | None = None
+    """The agent that asked (the parent; None for the workflow)."""
+    what: str
+    """What was refused (`agent 'label'`)."""
+    account: str | None = None
+    """The account whose ceiling refused (`run`, or a child workflow's scope)."""
+    reserve_usd: float | None = None
+    """The reserve that did not fit."""
+    message: str
+    """The refusal with its arithmetic."""
+
+
+# -- agents -----------------------------------------------------------------------------------
+
+
+class AgentQueued(AgentScoped):
+    """An invocation waits for a slot of its depth level (`max_concurrent`)."""
+
+    type: Literal["agent:queued"] = "agent:queued"
+
+
+class AgentStart(AgentScoped):
+    """An agent invocation started (or was served from the journal, `replayed`)."""
+
+    type: Literal["agent:start"] = "agent:start"
+    parent_agent_id: int | None = None
+    """The agent that spawned it; None for agents the workflow started."""
+    agent_type: str | None = None
+    """The `agent_type=` profile, if any."""
+    model: str | None = None
+    """The primary `adapter:model` routed for it."""
+    phase: str | None = None
+    """The workflow phase it runs in."""
+    resumed: bool = False
+    """Continued from a checkpoint of an earlier segment."""
+    turns: int = 0
+    """Turns already taken (a resumed checkpoint's)."""
+    prompt: str | None = None
+    """The prompt (first 2,000 characters); exporters record it only when asked to capture content."""
+
+
+class AgentEnd(AgentScoped):
+    """An agent invocation settled; `cost_usd` equals the journaled terminal's cost."""
+
+    type: Literal["agent:end"] = "agent:end"
+    status: AgentStatus
+    """`ok` | `error` | `limit` | `cancelled` | `skipped`."""
+    output: str | None = None
+    """A summary of the output: text, or compact JSON, cut to 500 characters."""
+    usage: Usage = Usage()
+    """Tokens the invocation consumed."""
+    cost_usd: float = 0.0
+    """What it cost, USD, as journaled (spend of calls a crash cut off included)."""
+    turns: int = 0
+    """Model turns taken."""
+    served_by: str | None = None
+    """The `adapter:model` that answered last (differs from the request after a failover)."""
+    finish_reason: FinishReason | None = None
+    """How the last model reply ended."""
+    tool_budget: ToolBudgetSummary | None = None
+    """How close it came to its tool budget, when one was configured."""
+    error: AgentError | None = None
+    """Why it did not settle `ok`."""
+    reason: str | None = None
+    """Which stop ended the loop (`max-turns`, `no-progress`, `tool-budget`, `budget`, ...)."""
+    provider_calls: int = 0
+    """Provider calls made (retries and failovers included)."""
+    parent_agent_id: int | None = None
+    """The agent that spawned it; None for agents the workflow started."""
+
+
+class AgentFailed(AgentScoped):
+    """An invocation settled with an error (just before its `agent:end`)."""
+
+    type: Literal["agent:error"] = "agent:error"
+    status: AgentStatus
+    """The status it settled with."""
+    error: AgentError
+    """The typed error."""
+
+
+class SchemaIssue(BaseModel):
+    """One validation problem of a structured output."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    loc: list[str | int] = []
+    """Where in the output."""
+    msg: str = ""
+    """What is wrong."""
+    type: str = ""
+    """pydantic's error type."""
+
+
+class SchemaRetry(AgentScoped):
+    """A structured output failed validation; the model is asked again with the issues."""
+
+    type: Literal["agent:schema-retry"] = "agent:schema-retry"
+    attempt: int
+    """Which re-prompt this is (1, 2, ...)."""
+    issues: list[SchemaIssue] = []
+    """What failed validation."""
+
+
+class AgentStream(AgentScoped):
+    """A text delta of a model reply, with the invocation's usage and cost so far."""
+
+    type: Literal["agent:stream"] = "agent:stream"
+    call: int = 0
+    """The invocation's provider call number the delta belongs to."""
+    model: str
+    """The `adapter:model` streaming."""
+    text: str
+    """The delta."""
+    usage: Usage = Usage()
+    """The invocation's usage so far (this call's usage reported up to now included)."""
+    cost_usd: float = 0.0
+    """The invocation's live cost so far, USD."""
+
+
+class ModelStart(AgentScoped):
+    """A provider call left (one per attempt: retries and failovers are calls too)."""
+
+    type: Literal["model:start"] = "model:start"
+    call: int
+    """The invocation's provider call number."""
+    model: str
+    """The `adapter:model` called."""
+    provider: str
+    """The adapter id (`anthropic`, `openai`, `fake`, ...)."""
+    max_tokens: int | None = None
+    """The request's `max_output_tokens` (after the budget's clamp)."""
+    stage: Stage = "loop"
+    """Which dispatch: `loop`, `extract`, `reserve-summary`, ..."""
+
+
+class ModelEnd(AgentScoped):
+    """A provider call settled (or, `replayed`, the journaled usage of a model served from the journal)."""
+
+    type: Literal["model:end"] = "model:end"
+    call: int
+    """The invocation's provider call number (replays number their models 1, 2, ...)."""
+    model: str
+    """The `adapter:model` called."""
+    provider: str
+    """The adapter id."""
+    status: Literal["ok", "error", "cancelled"] = "ok"
+    """How the call settled."""
+    usage: Usage = Usage()
+    """This call's usage (a replay: the model's journaled usage in the invocation)."""
+    cost_usd: float = 0.0
+    """This call's cost, USD (0 for unpriced models)."""
+    finish_reason: FinishReason | None = None
+    """How the reply ended; None when it did not finish."""
+    max_tokens: int | None = None
+    """The request's `max_output_tokens`."""
+    error: AgentError | None = None
+    """The call's error, when it failed."""
+    calls: int = 1
+    """How many provider calls this event stands for (a replay folds a model's calls into one)."""
+
+
+class ToolStart(AgentScoped):
+    """A validated, permitted tool call is about to execute."""
+
+    type: Literal["tool:start"] = "tool:start"
+    tool: str
+    """The tool's name."""
+    call_id: str
+    """The engine-minted tool-call id (`call_<turn>_<index>`)."""
+    ordinal: int | None = None
+    """The call's ordinal within the invocation (the effect ledger's idempotency key uses it)."""
+    args: dict[str, JsonValue] = {}
+    """The validated arguments."""
+
+
+class ToolEnd(AgentScoped):
+    """A tool call ended: executed, or refused/skipped before executing."""
+
+    type: Literal["tool:end"] = "tool:end"
+    tool: str
+    """The tool's name."""
+    call_id: str
+    """The engine-minted tool-call id."""
+    ordinal: int | None = None
+    """The call's ordinal, for executed calls."""
+    is_error: bool = False
+    """The model got an error result."""
+    executed: bool = True
+    """The tool ran; False for denied, invalid, refused and skipped calls."""
+    outcome: str | None = None
+    """Why it did not execute: `refused` (finalization window), `skipped` (tool budget expiry); None otherwise."""
+    guard: str | None = None
+    """The guard that refused or skipped it (`finalization-window`, `max_tool_calls`, `tool_units`)."""
+    result: str | None = None
+    """The result text the model reads (first 1,000 characters)."""
+
+
+class ApprovalPending(AgentScoped):
+    """A tool call waits for a human's approval (`resolve_external(key, "allow")`)."""
+
+    type: Literal["approval:pending"] = "approval:pending"
+    key: str
+    """The key to resolve."""
+    tool: str | None = None
+    """The tool asking."""
+
+
+class Spawn(TreeRow):
+    """An agent spawned a child (`spawn_agent`)."""
+
+    type: Literal["spawn"] = "spawn"
+
+
+class SpawnRefused(TreeRow):
+    """The containment boundary refused a spawn; `detail` is the cap label."""
+
+    type: Literal["spawn:refused"] = "spawn:refused"
+    goal: str = ""
+    """The refused child's goal (first 200 characters)."""
+
+
+Event: TypeAlias = Annotated[
+    RunStart | RunEnd | PhaseStart | PhaseEnd | LogLine | RunWarning | ChildStart | ChildEnd | ExternalWaiting
+    | BudgetUpdate | BudgetDraw | BudgetRefused
+    | AgentQueued | AgentStart | AgentEnd | AgentFailed | SchemaRetry | AgentStream | ModelStart | ModelEnd
+    | ToolStart | ToolEnd | ApprovalPending | Spawn | SpawnRefused,
+    Field(discriminator="type"),
+]
+"""Any telemetry event; `event.type` tells which model it is."""
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+EVENT_TYPES: dict[str, type[BaseEvent]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (
+        RunStart, RunEnd, PhaseStart, PhaseEnd, LogLine, RunWarning, ChildStart, ChildEnd, ExternalWaiting,
+        BudgetUpdate, BudgetDraw, BudgetRefused, AgentQueued, AgentStart, AgentEnd, AgentFailed, SchemaRetry,
+        AgentStream, ModelStart, ModelEnd, ToolStart, ToolEnd, ApprovalPending, Spawn, SpawnRefused,
+    )
+}
+"""Every event type and its model."""
+
+EventType = Literal[
+    "run:start", "run:end", "phase:start", "phase:end", "log", "warning", "child:start", "child:end",
+    "external:waiting", "budget:update", "budget:draw", "budget:refused", "agent:queued", "agent:start",
+    "agent:end", "agent:error", "agent:schema-retry", "agent:stream", "model:start", "model:end", "tool:start",
+    "tool:end", "approval:pending", "spawn", "spawn:refused",
+]
+
+
+def event_of(type: str, **fields: Any) -> BaseEvent:
+    """Build the typed event of `type` from keyword fields, validated (an unknown field is an error).
+
+    The old `emit("agent:end", status=...)` call shape goes through here; new code builds the model.
+    """
+    cls = EVENT_TYPES.get(type)
+    if cls is None:
+        raise ValueError(f"unknown event type {type!r}; known: {', '.join(sorted(EVENT_TYPES))}")
+    return cls.model_validate({**fields, "type": type})
+
+
+def matches(pattern: str, type: str) -> bool:
+    """`"*"` matches everything, `"agent:*"` every agent event, anything else one type."""
+    return pattern in ("*", type) or (pattern.endswith(":*") and type.startswith(pattern[:-1]))

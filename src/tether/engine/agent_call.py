@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,12 +13,13 @@ from pydantic import BaseModel
 
 from tether.agents.dispatch import build_request, estimate_input_tokens
 from tether.agents.host import AgentSpec, OutputSpec
-from tether.agents.loop import run_agent
+from tether.agents.loop import end_event, run_agent
 from tether.budget.accounts import Hold
 from tether.budget.admission import admit, check_spawn_cap, reserve_usd
 from tether.budget.hooks import AccountHooks
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
+from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
 from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.stream import FinishReason
@@ -27,6 +27,7 @@ from tether.contracts.usage import Usage
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
+from tether.engine.replay_events import ReplayFacts
 from tether.engine.segment import AppendCancelled
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from tether.engine.ctx import Ctx
     from tether.engine.segment import Segment
 
-logger = logging.getLogger("tether")
 
 # Engine-decided stops are memoized: replaying them is cheaper and deterministic.
 MEMOIZED_ERROR_KINDS = frozenset({"schema-mismatch"})
@@ -75,6 +75,7 @@ class AgentCall:
     def __init__(self, seg: Segment) -> None:
         self.seg = seg
         self.ctx: Ctx | None = None
+        self._replay_facts: ReplayFacts | None = None  # built at the first replayed agent
 
     async def call(
         self,
@@ -120,17 +121,8 @@ class AgentCall:
             self._toolset_changed(frame.scope, ident, all_tools, label or prompt[:40])
         if found.action == "replay" and found.match and found.match.terminal:
             result = restore_result(found.match.entry, found.match.terminal, out)
-            seg.events.emit("agent:start", replayed=True, agent_id=result.agent_id, label=label)
-            seg.events.emit(
-                "agent:end",
-                replayed=True,
-                agent_id=result.agent_id,
-                label=label,
-                status=result.status,
-                usage=result.usage.model_dump(),
-                cost=result.cost_usd,
-                tool_budget=_dump(result.tool_budget),
-            )
+            self._replay_facts = self._replay_facts or ReplayFacts(seg.index)
+            self._replay_facts.emit(seg.events, frame, found.match.entry, found.match.terminal, result)
             return self._shape(frame, found.match.entry, result, on_error, full)
         seg.require_live(f"agent {label or prompt[:40]!r}", frame.scope)
         spec = AgentSpec(
@@ -154,7 +146,7 @@ class AgentCall:
             await self._contain(frame, depth, k, prompt)
         slots = seg.tree.slots(depth)
         if slots.locked():
-            seg.events.emit("agent:queued", label=label, depth=depth)
+            seg.events.emit(AgentQueued(label=label, depth=depth, parent_span_id=frame.span_id))
         async with slots:
             est_input, max_output = self._estimate(spec)
             price = engine.price_of(spec.models[0].ref)
@@ -190,10 +182,13 @@ class AgentCall:
             value = prior.entry.value
             account = next((a for a in frame.account.chain() if a.name == value.get("account")), seg.root)
             account.stop("admission refused (read back from the journal)")
+            self._refusal_event(frame, what, str(value.get("message")), value.get("account"), reserve,
+                                replayed=True)
             raise BudgetExhaustedError(str(value.get("message")), **dict(value.get("data") or {}))
         try:
             return admit(frame.account, reserve, what=what, run_id=seg.run_id)
         except BudgetExhaustedError as exc:
+            self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
                 await seg.append(JournalEntry(
                     kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
@@ -202,6 +197,14 @@ class AgentCall:
                            "data": to_jsonable(exc.data)},
                 ))
             raise
+
+    def _refusal_event(
+        self, frame: Frame, what: str, message: str, account: Any, reserve: float, replayed: bool = False
+    ) -> None:
+        self.seg.events.emit(BudgetRefused(
+            agent_id=frame.agent_id, what=what, account=account if isinstance(account, str) else None,
+            reserve_usd=reserve, message=message, replayed=replayed, **self.seg.figures(),
+        ))
 
     def _ceiling_stopped(self, frame: Frame, hooks: AccountHooks, error: AgentError) -> None:
         """Record which ceiling stopped this agent, so its scope settles `exhausted`.
@@ -249,7 +252,8 @@ class AgentCall:
                 scope=frame.scope, key=key, agent_id=parent, step=seg.tree.turn_of.get(parent, 0),
                 kind="spawn_refused", detail=label,
             ))
-        seg.events.emit("spawn:refused", agent_id=parent, detail=label, goal=goal[:200])
+        seg.events.emit(SpawnRefused(agent_id=parent, step=seg.tree.turn_of.get(parent, 0), detail=label,
+                                     goal=goal[:200]))
 
     async def _start(
         self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, holds: tuple[Hold, Hold | None], k: str,
@@ -272,9 +276,11 @@ class AgentCall:
                 raise
         assert running.seq is not None and self.ctx is not None
         inner = frame.enter(
-            join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1
+            join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1,
+            span_id=f"agent-{running.seq}",
         )
-        host = EngineLoopHost(seg, self.ctx, running, inner, hooks, redispatched=redispatched)
+        host = EngineLoopHost(seg, self.ctx, running, inner, hooks, redispatched=redispatched,
+                              parent_span=frame.span_id)
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
@@ -284,10 +290,12 @@ class AgentCall:
             refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
                                   error=AgentError(kind="terminal", message=exc.message))
             await seg.append(self._terminal(frame, running, refused, hooks))
+            host.emit(end_event(refused, reason="pricing"))
             raise
         except asyncio.CancelledError:
             if not seg.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
                 await self._journal_cancelled(frame, running, hooks)
+                host.emit(AgentEnd(status="cancelled", usage=hooks.usage, reason="cancelled"))
             raise
         finally:
             seg.tree.stopped(inner.depth)
@@ -314,7 +322,8 @@ class AgentCall:
             agent_id=frame.agent_id, step=seg.tree.turn_of.get(frame.agent_id, 0), kind="spawn",
             child_agent_id=running.agent_id, detail=goal[:500], parent_agent_id=frame.agent_id,
         ))
-        seg.events.emit("spawn", agent_id=frame.agent_id, child_agent_id=running.agent_id, goal=goal[:200])
+        seg.events.emit(Spawn(agent_id=frame.agent_id, step=seg.tree.turn_of.get(frame.agent_id, 0),
+                              child_agent_id=running.agent_id, detail=goal[:500], parent_agent_id=frame.agent_id))
 
     def _running_entry(self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str) -> JournalEntry:
         seg = self.seg
@@ -333,8 +342,7 @@ class AgentCall:
             seq, changed = drift
             msg = (f"agent {what!r} runs live again: its toolset changed since the journaled call (seq {seq}); "
                    f"changed tools: {', '.join(changed)}")
-            logger.warning(msg)
-            self.seg.events.emit("log", level="warning", msg=msg, changed_tools=changed, seq=seq)
+            self.seg.warn(f"toolset:{seq}", msg)  # the `tether` logger, a warning event, outcome.warnings
 
     async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks) -> None:
         """A cancelled invocation still gets its terminal, with the partial (approximate) spend."""

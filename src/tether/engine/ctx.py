@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import uuid as uuidlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
+from tether.contracts.events import ChildEnd, ChildStart, ExternalWaiting, LogLine, PhaseEnd, PhaseStart
 from tether.contracts.results import AgentError
 from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
@@ -204,7 +206,11 @@ class Ctx:
         found = self._seg.lookup(frame.scope, k)
         if found.action == "replay":
             assert found.match and found.match.terminal
-            self._seg.events.emit("child:end", replayed=True, workflow=wf.name, status=found.match.terminal.status)
+            span, parent = f"child-{found.match.entry.seq}", frame.span_id
+            self._seg.events.emit(ChildStart(replayed=True, workflow=wf.name, scope=inner, span_id=span,
+                                             parent_span_id=parent))
+            self._seg.events.emit(ChildEnd(replayed=True, workflow=wf.name, status=found.match.terminal.status or "ok",
+                                           span_id=span, parent_span_id=parent))
             return _revalidate(wf.fn, found.match.terminal.value)
         self._seg.require_live(f"child workflow {wf.name!r}", frame.scope)
         running = found.running
@@ -224,8 +230,10 @@ class Ctx:
                     value={"inner_scope": inner, "workflow": wf.name, "ceiling": account.ceiling},
                 )
             )
-        self._seg.events.emit("child:start", workflow=wf.name, scope=inner)
-        token = CURRENT_FRAME.set(frame.enter(inner, account=account, workflow=wf.name))
+        span, parent = f"child-{running.seq}", frame.span_id
+        self._seg.events.emit(ChildStart(workflow=wf.name, scope=inner, ceiling_usd=account.ceiling, span_id=span,
+                                         parent_span_id=parent))
+        token = CURRENT_FRAME.set(frame.enter(inner, account=account, workflow=wf.name, span_id=span))
         try:
             value = await wf.fn(self, **args)
             stored = to_jsonable(value, what=f"the result of child workflow {wf.name!r}")
@@ -234,6 +242,7 @@ class Ctx:
         except Exception as exc:
             status = "exhausted" if isinstance(exc, BudgetExhaustedError) else "error"
             await self._seg.append(self._terminal(frame, running, status, error=error_dict(exc)))
+            self._seg.events.emit(ChildEnd(workflow=wf.name, status=status, span_id=span, parent_span_id=parent))
             raise
         finally:
             CURRENT_FRAME.reset(token)
@@ -241,7 +250,7 @@ class Ctx:
         status = "exhausted" if account.ceiling is not None and account.exhausted else "ok"
         # an exhausted child that returned is memoized: a resume replays its value, not its body
         await self._seg.append(self._terminal(frame, running, status, value=stored, memoized=status != "ok" or None))
-        self._seg.events.emit("child:end", workflow=wf.name, status=status)
+        self._seg.events.emit(ChildEnd(workflow=wf.name, status=status, span_id=span, parent_span_id=parent))
         return value
 
     # -- suspension --------------------------------------------------------------------------
@@ -274,7 +283,7 @@ class Ctx:
         if spec is not None:
             self._seg.schemas[entry.seq] = spec  # the live adapter checks resolutions while we wait
         try:
-            value = await self._seg.suspend(frame.scope, entry, key, "external:waiting")
+            value = await self._seg.suspend(frame.scope, entry, key, ExternalWaiting(key=key))
         finally:
             self._seg.schemas.pop(entry.seq, None)
         return spec.load(value, run_id=self._seg.run_id, key=key) if spec is not None else value
@@ -284,16 +293,23 @@ class Ctx:
     async def phase(self, name: str) -> AsyncIterator[None]:
         """Name a section for events and cost attribution; never changes identity."""
         frame = CURRENT_FRAME.get()
-        token = CURRENT_FRAME.set(frame.enter(frame.scope, phase=name))
-        self._seg.events.emit("phase:start", phase=name)
+        span, parent = f"phase-{self._seg.next_counter('', 'span:phase') + 1}", frame.span_id
+        token = CURRENT_FRAME.set(frame.enter(frame.scope, phase=name, span_id=span))
+        self._seg.events.emit(PhaseStart(phase=name, span_id=span, parent_span_id=parent))
+        failed: str | None = None
         try:
             yield
+        except BaseException as exc:
+            failed = type(exc).__name__
+            raise
         finally:
             CURRENT_FRAME.reset(token)
+            self._seg.events.emit(PhaseEnd(phase=name, error_type=failed, span_id=span, parent_span_id=parent))
 
     def log(self, level: str, msg: str, **data: Any) -> None:
-        """Telemetry only; never journaled."""
-        self._seg.events.emit("log", level=level, msg=msg, **data)
+        """Telemetry only; never journaled (`data` becomes the event's JSON `fields`)."""
+        fields = json.loads(json.dumps(data, default=str))  # telemetry never fails a workflow: str() the rest
+        self._seg.events.emit(LogLine(level=level, msg=msg, fields=fields))
 
     def _rand(self, subtype: str, key: str | None, make: Callable[[], Any]) -> Any:
         frame = CURRENT_FRAME.get()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -18,7 +19,8 @@ from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
 from tether.engine.agent_call import AgentProfile
-from tether.engine.events import EventStream
+from tether.engine.event_log import EventLog
+from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
 from tether.engine.lease import LeaseKeeper
 from tether.engine.outcome import RunOutcome
@@ -57,7 +59,17 @@ class Engine:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        event_log: str | os.PathLike[str] | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        otel: bool = False,
+        capture_content: bool = False,
+        sinks: Sequence[EventSink] = (),
     ) -> None:
+        """`event_log` writes every run's events as JSONL (`{run_id}` in the path: a file per run);
+        `tracer_provider` / `meter_provider` (or `otel=True` for the global ones) export OpenTelemetry
+        GenAI spans and metrics (extra `otel`; prompts and completions only with `capture_content=True`);
+        `sinks` receive every event of every run. See docs/observability.md."""
         if concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
         self.adapters: dict[str, ChatModel] = {}
@@ -78,6 +90,12 @@ class Engine:
         self.rng = rng or random.Random()
         self.sleep = sleep
         self.tool_runner = ToolRunner()
+        self.sinks: list[EventSink] = [*sinks, *([EventLog(event_log)] if event_log is not None else [])]
+        if otel or tracer_provider is not None or meter_provider is not None:
+            # The exporter is a shell over the public event stream; it is imported only when asked for.
+            from tether.observability.otel import OtelExporter
+
+            self.sinks.append(OtelExporter(tracer_provider, meter_provider, capture_content=capture_content))
         self._store_spec = store
         self._store: JournalStore | None = None
         if isinstance(store, str) and not store.startswith(STORE_SCHEMES):
@@ -137,11 +155,13 @@ class Engine:
         max_in_flight_exposure_usd: float | None = None,
         strict_pricing: bool | None = None,
         allow_unpriced: bool | None = None,
+        event_log: str | os.PathLike[str] | None = None,
     ) -> RunHandle:
         """Start a run and return its handle at once (a known `run_id` resumes that run).
 
         `budget_usd`, `containment`, `max_in_flight_exposure_usd`, `strict_pricing` and `allow_unpriced`
         are fixed at the run's start; resuming an existing run keeps them (a different value is refused).
+        `event_log` appends this run's events to a JSONL file (besides the engine's own sinks).
         """
         opts = RunOptions(
             budget_usd=budget_usd,
@@ -151,12 +171,16 @@ class Engine:
             strict_pricing=strict_pricing,
             allow_unpriced=allow_unpriced,
         )
-        return self._launch(self._workflow(wf), dict(args) if args is not None else {}, run_id or str(ULID()), opts)
+        args_ = dict(args) if args is not None else {}
+        return self._launch(self._workflow(wf), args_, run_id or str(ULID()), opts, event_log)
 
-    def _launch(self, wf: Workflow, args: dict[str, Any] | None, run_id: str, opts: RunOptions) -> RunHandle:
+    def _launch(
+        self, wf: Workflow, args: dict[str, Any] | None, run_id: str, opts: RunOptions,
+        event_log: str | os.PathLike[str] | None = None,
+    ) -> RunHandle:
         if opts.budget_usd is not None and opts.budget_usd < 0:
             raise ConfigError(f"budget_usd must be >= 0, got {opts.budget_usd}")
-        events = EventStream(run_id)
+        events = EventStream(run_id, [*self.sinks, *([EventLog(event_log)] if event_log is not None else [])])
         handle = RunHandle(run_id, events, self)
         handle._bind(asyncio.get_running_loop().create_task(drive(self, handle, events, wf, args, opts)))
         return handle
@@ -190,12 +214,31 @@ class Engine:
         invalidate: Sequence[int] = (),
         budget_usd: float | None = None,
         strict_pricing: bool | None = None,
+        event_log: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
         """Resume a run from its journal; completed calls replay with zero provider calls.
 
         The run keeps the options it started with; `budget_usd` / `strict_pricing` may only repeat them.
         An unknown `run_id` raises `RunNotFoundError`.
         """
+        return await (await self.start_resume(
+            run_id, wf, args, dry_run=dry_run, invalidate=invalidate, budget_usd=budget_usd,
+            strict_pricing=strict_pricing, event_log=event_log,
+        ))
+
+    async def start_resume(
+        self,
+        run_id: str,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
+        args: Mapping[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
+        invalidate: Sequence[int] = (),
+        budget_usd: float | None = None,
+        strict_pricing: bool | None = None,
+        event_log: str | os.PathLike[str] | None = None,
+    ) -> RunHandle:
+        """`resume`, returning the run's handle once the workflow is found (for `tether.progress`)."""
         store = await self.store()
         meta = await store.get_meta(run_id)
         if wf is None:
@@ -217,7 +260,7 @@ class Engine:
             budget_usd=budget_usd, strict_pricing=strict_pricing, dry_run=dry_run, invalidate=tuple(invalidate),
             resume=True,
         )
-        return await self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts)
+        return self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts, event_log)
 
     def _workflow(self, wf: Workflow | Callable[..., Awaitable[Any]] | str) -> Workflow:
         if isinstance(wf, str):

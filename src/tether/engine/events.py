@@ -1,67 +1,96 @@
-"""The per-run event stream: typed telemetry events, replayable to late subscribers."""
+"""The per-run event stream: the single emission point of typed telemetry events, replayable to late subscribers."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol, TypeVar, cast, overload
 
-from tether.contracts.events import Event
+from tether.contracts.events import BaseEvent, Event, event_of, matches
+from tether.engine.frame import CURRENT_FRAME
+
+E = TypeVar("E", bound=BaseEvent)
+
+
+class EventSink(Protocol):
+    """Receives every event of the runs it is attached to (the event log, the OpenTelemetry exporter)."""
+
+    def emit(self, event: Event) -> None:
+        """Called synchronously, in the emitting task, for each event in order."""
+
+    def close_run(self, run_id: str) -> None:
+        """The run's stream closed: no more events of `run_id` follow."""
 
 
 class EventStream:
     """Collects a run's events; `subscribe()` yields all of them (past and future) until the end."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, sinks: Sequence[EventSink] = ()) -> None:
         self.run_id = run_id
         self._events: list[Event] = []
         self._closed = False
         self._waiters: set[asyncio.Event] = set()
-        self._callbacks: list[tuple[str, Callable[[Event], Any]]] = []
+        self._callbacks: list[tuple[str | type[BaseEvent], Callable[[Any], Any]]] = []
+        self._sinks = list(sinks)
 
     @property
     def events(self) -> list[Event]:
         return list(self._events)
 
-    def emit(
-        self,
-        type: str,
-        *,
-        replayed: bool = False,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        **data: Any,
-    ) -> Event:
-        event = Event(
-            type=type,
-            run_id=self.run_id,
-            seq=len(self._events) + 1,
-            ts=time.time(),
-            span_id=span_id,
-            parent_span_id=parent_span_id,
-            replayed=replayed,
-            data=data,
-        )
-        self._events.append(event)
+    @overload
+    def emit(self, event: E, /) -> E: ...
+    @overload
+    def emit(self, event: str, /, **fields: Any) -> BaseEvent: ...
+    def emit(self, event: BaseEvent | str, /, **fields: Any) -> BaseEvent:
+        """Stamp the envelope (run, seq, time; the current span when none is set) and deliver the event.
+
+        `emit(AgentEnd(...))` is the form to use. `emit("agent:end", status=...)` still works: the
+        fields are validated into the same model, so an unknown field raises either way.
+        """
+        if isinstance(event, str):
+            event = event_of(event, **fields)
+        elif fields:
+            raise TypeError("emit(event) takes a built event model and no keyword fields")
+        stamp: dict[str, Any] = {"run_id": self.run_id, "seq": len(self._events) + 1, "ts": time.time()}
+        if event.span_id is None:
+            frame = CURRENT_FRAME.get(None)
+            stamp["span_id"] = frame.span_id if frame is not None else "run"
+        stamped = cast(Event, event.model_copy(update=stamp))
+        self._events.append(stamped)
+        for sink in self._sinks:
+            try:
+                sink.emit(stamped)
+            except Exception:  # telemetry never breaks a run
+                logging.getLogger("tether").exception("event sink %r failed on %s", sink, stamped.type)
         for pattern, cb in list(self._callbacks):
-            if pattern in ("*", type) or (pattern.endswith(":*") and type.startswith(pattern[:-1])):
-                with contextlib.suppress(Exception):  # a telemetry callback never breaks a run
-                    cb(event)
+            if _selects(pattern, stamped):
+                try:
+                    cb(stamped)
+                except Exception:
+                    logging.getLogger("tether").exception("event callback failed on %s", stamped.type)
         self._notify()
-        return event
+        return stamped
 
     def _notify(self) -> None:
         for waiter in self._waiters:
             waiter.set()
 
-    def on(self, type: str, callback: Callable[[Event], Any]) -> None:
-        """Call `callback(event)` for each future event of `type` (`"*"` or `"agent:*"` patterns)."""
+    def on(self, type: str | type[E], callback: Callable[[E], Any]) -> None:
+        """Call `callback(event)` for each future event of `type`: a type string (`"*"` and `"agent:*"`
+        patterns work) or an event class (`AgentEnd`, or `BaseEvent` for all)."""
         self._callbacks.append((type, callback))
 
     def close(self) -> None:
+        if self._closed:
+            return
         self._closed = True
+        for sink in self._sinks:
+            try:
+                sink.close_run(self.run_id)
+            except Exception:
+                logging.getLogger("tether").exception("event sink %r failed to close", sink)
         self._notify()
 
     async def subscribe(self) -> AsyncIterator[Event]:
@@ -80,3 +109,9 @@ class EventStream:
                     await waiter.wait()
         finally:
             self._waiters.discard(waiter)
+
+
+def _selects(pattern: str | type[BaseEvent], event: BaseEvent) -> bool:
+    if isinstance(pattern, str):
+        return matches(pattern, event.type)
+    return isinstance(event, pattern)

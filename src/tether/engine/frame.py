@@ -18,6 +18,8 @@ class Frame:
     agent_id: int | None = None
     depth: int = 0
     workflow: str = ""
+    span_id: str = "run"
+    """The innermost telemetry span (`run`, `phase-<n>`, `child-<seq>`, `agent-<seq>`, a tool call's)."""
 
     def enter(self, scope: str, **changes: object) -> Frame:
         return replace(self, scope=scope, **changes)  # type: ignore[arg-type]

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.contracts.errors import InvalidResolutionError
-from tether.contracts.events import Event
+from tether.contracts.events import BaseEvent, Event
 from tether.engine.events import EventStream
 from tether.engine.outcome import RunOutcome
 
 if TYPE_CHECKING:
     from tether.engine.engine import Engine
     from tether.engine.segment import Segment
+
+E = TypeVar("E", bound=BaseEvent)
 
 
 class RunHandle:
@@ -51,11 +53,12 @@ class RunHandle:
 
     @property
     def events(self) -> AsyncIterator[Event]:
-        """All events of the run, from the start, until `run:end`."""
+        """All events of the run as typed models (`tether.events`), from the start, until `run:end`."""
         return self._events.subscribe()
 
-    def on(self, type: str, callback: Callable[[Event], Any]) -> None:
-        """Call `callback(event)` for every future event of `type` (`"*"`, `"agent:*"` work too)."""
+    def on(self, type: str | type[E], callback: Callable[[E], Any]) -> None:
+        """Call `callback(event)` for every future event of `type`: a type string (`"agent:end"`; the
+        `"*"` and `"agent:*"` patterns work too) or an event class (`tether.events.AgentEnd`)."""
         self._events.on(type, callback)
 
     def cancel(self, reason: str = "cancelled") -> None:

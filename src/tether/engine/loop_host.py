@@ -9,6 +9,18 @@ from pydantic import ValidationError
 
 from tether.budget.hooks import Tally
 from tether.contracts.entries import JournalEntry
+from tether.contracts.events import (
+    AgentEnd,
+    AgentScoped,
+    AgentStart,
+    AgentStream,
+    ApprovalPending,
+    ModelEnd,
+    ModelStart,
+    ToolEnd,
+    ToolStart,
+    event_of,
+)
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import AgentSpend, agent_spend, is_draw
@@ -26,7 +38,7 @@ class EngineLoopHost:
 
     def __init__(
         self, seg: Segment, ctx: Ctx, running: JournalEntry, frame: Frame, hooks: AccountHooks, *,
-        redispatched: bool = False,
+        redispatched: bool = False, parent_span: str = "run",
     ) -> None:
         assert running.seq is not None
         self.seg = seg
@@ -40,6 +52,9 @@ class EngineLoopHost:
         self.hooks = hooks
         self.cwd: str | None = None  # the agent's worktree, under isolation="worktree"
         self.redispatched = redispatched
+        self.span_id = f"agent-{running.seq}"
+        self.parent_span = parent_span  # where ctx.agent was called: the run, a phase, a child, a tool call
+        self._call_base: dict[int, float] = {}  # cost before each provider call, for its own cost
         spend = _open_spend(seg, running) if redispatched else None
         self.dispatched = max((n for n, _, _ in spend.dispatches), default=0) if spend else 0
         """The last dispatch number of this invocation; numbers continue across segments."""
@@ -148,11 +163,13 @@ class EngineLoopHost:
                 )
             )
         human_key = str((entry.value or {}).get("key"))
-        value = await self.seg.suspend(self.frame.scope, entry, human_key, "approval:pending")
+        value = await self.seg.suspend(self.frame.scope, entry, human_key, self._stamped(
+            ApprovalPending(key=human_key, tool=tool)))
         return is_allow(value)
 
     async def execute_tool(self, tool: Tool, args: dict[str, Any], *, call_id: str, ordinal: int) -> Any:
-        token = CURRENT_FRAME.set(self.frame)
+        # Inside the tool, the current span is the tool call's: spawned agents and their events nest under it.
+        token = CURRENT_FRAME.set(self.frame.enter(self.frame.scope, span_id=f"{self.span_id}:{call_id}"))
         try:
             return await self.seg.engine.tool_runner.run(
                 self.seg,
@@ -166,11 +183,40 @@ class EngineLoopHost:
         finally:
             CURRENT_FRAME.reset(token)
 
-    def emit(self, type: str, **data: Any) -> None:
-        data.setdefault("agent_id", self.running.agent_id)
-        data.setdefault("label", self.running.label)
-        data.setdefault("depth", self.frame.depth)
-        self.seg.events.emit(type, span_id=f"agent-{self.agent_seq}", **data)
+    def emit(self, event: AgentScoped | str, /, **fields: Any) -> None:
+        """Telemetry of this invocation: the agent's ids, its spans and its live cost filled in.
+
+        `emit("tool:end", ...)` (the old call shape) is validated into the same typed model.
+        """
+        if isinstance(event, str):
+            built = event_of(event, **fields)
+            if not isinstance(built, AgentScoped):
+                raise TypeError(f"{event!r} is not an agent event")
+            event = built
+        self.seg.events.emit(self._stamped(event))
+
+    def _stamped(self, event: AgentScoped) -> AgentScoped:
+        hooks = self.hooks
+        update: dict[str, Any] = {
+            "agent_id": self.running.agent_id, "label": self.running.label, "depth": self.frame.depth,
+            "span_id": self.span_id, "parent_span_id": self.parent_span,
+        }
+        if isinstance(event, ModelStart | ModelEnd | AgentStream):
+            update.update(span_id=f"{self.span_id}:call-{event.call}", parent_span_id=self.span_id)
+        elif isinstance(event, ToolStart | ToolEnd):
+            update.update(span_id=f"{self.span_id}:{event.call_id}", parent_span_id=self.span_id)
+        live = hooks.cost_usd + hooks.orphaned_usd
+        if isinstance(event, AgentStart):
+            update.update(parent_agent_id=self.running.parent_agent_id, phase=self.frame.phase)
+        elif isinstance(event, AgentEnd):
+            update.update(cost_usd=live, parent_agent_id=self.running.parent_agent_id)  # as the terminal journals it
+        elif isinstance(event, AgentStream):
+            update["cost_usd"] = live
+        elif isinstance(event, ModelStart):
+            self._call_base[event.call] = hooks.cost_usd
+        elif isinstance(event, ModelEnd):
+            update["cost_usd"] = max(0.0, hooks.cost_usd - self._call_base.pop(event.call, hooks.cost_usd))
+        return event.model_copy(update=update)
 
     async def sleep(self, seconds: float) -> None:
         await self.seg.engine.sleep(seconds)

@@ -18,6 +18,7 @@ from tether.contracts.errors import (
     RunNotFoundError,
     TetherError,
 )
+from tether.contracts.events import RunEnd, RunStart
 from tether.contracts.protocols import LeasableStore
 from tether.engine.agent_call import AgentCall
 from tether.engine.ctx import Ctx
@@ -148,6 +149,13 @@ async def drive(
     """One segment: lease, then load (so the journal read is the head), fold, run the body, settle."""
     try:
         return await _drive(engine, handle, events, wf, args, opts)
+    except BaseException as exc:
+        # A segment that started and then failed still ends its run span, with the error.
+        seen = events.events
+        if any(isinstance(e, RunStart) for e in seen) and not any(isinstance(e, RunEnd) for e in seen):
+            status = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
+            events.emit(RunEnd(status=status, error_type=type(exc).__name__, error=str(exc)))
+        raise
     finally:
         events.close()
 
@@ -225,7 +233,9 @@ async def _drive(
                 segments=(meta.segments + 1) if meta else 1,
             )
             await seg.put_meta(live_meta)
-        events.emit("run:start", workflow=wf.name, resumed=bool(entries))
+        c = opts.containment
+        events.emit(RunStart(workflow=wf.name, resumed=bool(entries), max_agents=c.max_agents if c else None,
+                             **seg.figures()))
         try:
             status, value, error = await _run_body(seg, ctx, wf, args, opts)
         finally:
@@ -233,8 +243,18 @@ async def _drive(
         if seg.lease_lost is not None:
             raise seg.lease_lost
         outcome = await _settle(seg, status, value, error, live_meta)
-    events.emit("run:end", status=outcome.status, cost=outcome.cost.total_usd)
+    events.emit(_run_end(outcome, seg))
     return outcome
+
+
+def _run_end(outcome: RunOutcome, seg: Segment) -> RunEnd:
+    failed = error_dict(outcome.error) if outcome.status in ("error", "cancelled") else None
+    return RunEnd(
+        status=outcome.status, cost_usd=outcome.cost.total_usd, orphaned_usd=outcome.cost.orphaned_usd,
+        usage=outcome.usage, hits=outcome.replay.hits, misses=outcome.replay.misses, reruns=outcome.replay.reruns,
+        pending=list(outcome.pending), error_type=str(failed.get("type")) if failed else None,
+        error=str(failed.get("message")) if failed else None, **seg.figures(),
+    )
 
 
 def ceiling_stopped(seg: Segment) -> bool:

@@ -14,10 +14,12 @@ from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import JournalMissError, JournalOrderViolation, LeaseHeldError, TetherError
+from tether.contracts.events import BaseEvent, BudgetUpdate, Figures, RunWarning
 from tether.contracts.protocols import JournalStore
 from tether.contracts.signal import Signal
 from tether.engine.events import EventStream
 from tether.engine.external import ExternalSchema, check_resolution
+from tether.engine.frame import CURRENT_FRAME
 from tether.engine.outcome import DroppedBranch, ReplayStats
 from tether.journal.disposition import Disposition, disposition
 from tether.journal.matching import JournalIndex, Match
@@ -142,7 +144,7 @@ class Segment:
         self._warned.add(key)
         self.warnings.append(message)
         logging.getLogger("tether").warning("run %s: %s", self.run_id, message)
-        self.events.emit("warning", message=message)
+        self.events.emit(RunWarning(message=message))
 
     def warn_unpriced(self, model: str) -> None:
         self.warn(
@@ -220,10 +222,21 @@ class Segment:
         return Lookup(action, m)
 
     def budget_update(self, model: str, usd: float) -> None:
-        """Telemetry for every live debit: what was drawn and what the run has left."""
-        self.events.emit(
-            "budget:update", model=model, usd=usd, spent=self.root.spent, remaining=self.root.remaining(),
-            ceiling=self.root.ceiling,
+        """Telemetry for every live debit: what was drawn, by which agent, and what the run has left."""
+        frame = CURRENT_FRAME.get(None)
+        agent_id = frame.agent_id if frame is not None else None
+        self.events.emit(BudgetUpdate(model=model, usd=usd, agent_id=agent_id, **self.figures()))
+
+    def figures(self) -> Figures:
+        """Spend against the run's USD ceiling and the tree's token ceiling, right now."""
+        root, tokens = self.root, self.tree.tokens
+        room = tokens.room()
+        return Figures(
+            spent_usd=root.spent, held_usd=max(0.0, root.held), ceiling_usd=root.ceiling,
+            remaining_usd=root.remaining(),
+            spent_tokens=int(tokens.spent), held_tokens=max(0, int(tokens.held)),
+            ceiling_tokens=None if tokens.ceiling is None else int(tokens.ceiling),
+            remaining_tokens=None if room is None else int(room),
         )
 
     def require_live(self, what: str, scope: str) -> None:
@@ -253,7 +266,7 @@ class Segment:
         if self.live <= 0 and self.parked:
             self.all_parked.set()
 
-    async def suspend(self, scope: str, entry: JournalEntry, key: str, event: str) -> Any:
+    async def suspend(self, scope: str, entry: JournalEntry, key: str, event: BaseEvent) -> Any:
         """The value that closes suspension `entry`: journaled already, or awaited by parking."""
         assert entry.seq is not None
         closer = self.index.closer(entry.seq)
@@ -262,7 +275,7 @@ class Segment:
             raise Abandoned(scope, entry.seq)
         if closer is not None:
             return closer.value
-        self.events.emit(event, key=key)
+        self.events.emit(event)
         return await self.park(key, entry.seq)
 
     async def park(self, key: str, seq: int) -> Any:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from tether.budget.accounts import Account, Hold
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
-from tether.contracts.events import AgentEvent
+from tether.contracts.events import AgentEvent, BudgetDraw
 
 if TYPE_CHECKING:
     from tether.engine.segment import Segment
@@ -136,6 +136,9 @@ class Tree:
         )
         await self.seg.append(entry.model_copy(update={"agent_id": agent_id, "costs": costs or None,
                                                        "through": through, "input_overhead": input_overhead or None}))
+        row = AgentEvent.model_validate(entry.value)
+        self.seg.events.emit(BudgetDraw(agent_id=agent_id, step=step, tokens=row.tokens, remaining=row.remaining,
+                                        usd=row.usd, remaining_usd=row.remaining_usd))
 
 
 def tokens_from_terminals(entries: list[JournalEntry]) -> int:

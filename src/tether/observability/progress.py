@@ -1,88 +1,161 @@
-"""`tether.progress(handle)`: a live terminal tree of a run's agents, or plain lines off a TTY."""
+"""`tether.progress(handle)`: a live terminal tree of a run's agents, or plain lines off a TTY.
+
+The header shows spend against every ceiling (USD, tree tokens) with a bar and a forecast from the
+recent draw rate; each agent shows its status, timer, tokens and USD as they stream; refused spawns
+and budget refusals hang on the tree where they happened. Everything is folded from typed events.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from dataclasses import dataclass, field
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.text import Text
 from rich.tree import Tree
 
-from tether.contracts.events import Event
+from tether.contracts.events import (
+    AgentEnd,
+    AgentStart,
+    BudgetRefused,
+    Event,
+    RunEnd,
+    RunStart,
+    RunWarning,
+    SpawnRefused,
+)
 from tether.engine.handle import RunHandle
 from tether.engine.outcome import RunOutcome
+from tether.observability.view import AgentRow, RunView
+
+BAR_WIDTH = 24
+LABEL_WIDTH = 32
+STATUS_STYLE = {"working": "yellow", "ok": "green", "running": "yellow", "suspended": "cyan", "limit": "magenta"}
 
 
-@dataclass
-class _Agent:
-    label: str
-    depth: int
-    started: float
-    status: str = "working"
-    tokens: int = 0
-    cost: float = 0.0
-    ended: float | None = None
+def _bar(spent: float, ceiling: float) -> Text:
+    frac = 1.0 if ceiling <= 0 else min(1.0, max(0.0, spent / ceiling))
+    full = round(frac * BAR_WIDTH)
+    style = "red" if frac >= 0.9 else "yellow" if frac >= 0.6 else "green"
+    return Text.assemble(("[", "dim"), ("█" * full, style), ("░" * (BAR_WIDTH - full), "dim"), ("]", "dim"))
 
 
-@dataclass
-class _View:
-    """What the progress view knows, folded from the event stream."""
-
-    agents: dict[int, _Agent] = field(default_factory=dict)
-    spent: float = 0.0
-    ceiling: float | None = None
-
-    def apply(self, event: Event) -> str | None:
-        """Fold one event; returns a plain line worth printing, if any."""
-        d = event.data
-        agent_id = d.get("agent_id")
-        if event.type == "agent:start" and isinstance(agent_id, int):
-            self.agents[agent_id] = _Agent(str(d.get("label") or f"agent {agent_id}"), int(d.get("depth") or 1),
-                                           event.ts)
-            return f"start  #{agent_id} {self.agents[agent_id].label}" + (" (replayed)" if event.replayed else "")
-        if event.type == "agent:end" and isinstance(agent_id, int):
-            agent = self.agents.setdefault(agent_id, _Agent(str(d.get("label") or agent_id), 1, event.ts))
-            usage = d.get("usage") or {}
-            agent.status = str(d.get("status") or "ok")
-            agent.tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-            agent.cost = float(d.get("cost") or 0.0)
-            agent.ended = event.ts
-            return f"end    #{agent_id} {agent.label}: {agent.status}, {agent.tokens} tokens"
-        if event.type == "budget:update":
-            self.spent = float(d.get("spent") or 0.0)
-            self.ceiling = d.get("ceiling")
-        if event.type == "run:end":
-            return f"run {event.run_id}: {d.get('status')}, {float(d.get('cost') or 0.0):.6f} USD"
-        return None
-
-    def render(self, run_id: str) -> Tree:
-        budget = f"{self.spent:.4f} USD" + (f" of {self.ceiling:.4f}" if self.ceiling else "")
-        root = Tree(f"[bold]{run_id}[/bold]  spent {budget}")
-        now = time.time()
-        for agent_id, a in sorted(self.agents.items()):
-            elapsed = (a.ended or now) - a.started
-            color = {"working": "yellow", "ok": "green"}.get(a.status, "red")
-            root.add(f"{'  ' * (a.depth - 1)}#{agent_id} {a.label}  [{color}]{a.status}[/]  {elapsed:5.1f}s  "
-                     f"{a.tokens} tokens  {a.cost:.6f} USD")
-        return root
+def _amount(unit: str, value: float) -> str:
+    return f"{value:.4f}" if unit == "USD" else f"{int(value):,}"
 
 
-async def progress(handle: RunHandle, *, console: Console | None = None) -> RunOutcome:
-    """Show the run while it goes (rich tree on a TTY, plain lines otherwise) and return its outcome."""
+def _header(view: RunView, now: float) -> RenderableType:
+    status = view.status
+    elapsed = ((view.ended or now) - view.started) if view.started is not None else 0.0
+    title = Text.assemble(
+        (view.run_id, "bold"), f"  {view.workflow}  ", (status, STATUS_STYLE.get(status, "red bold")),
+        f"  {elapsed:.1f}s",
+    )
+    lines: list[RenderableType] = [title]
+    for unit, spent, ceiling in view.ceilings():
+        pct = 100.0 * spent / ceiling if ceiling > 0 else 100.0
+        figures = f" {_amount(unit, spent)} of {_amount(unit, ceiling)} {unit} ({pct:.0f}%)"
+        lines.append(Text.assemble(f"{unit:<7}", _bar(spent, ceiling), figures))
+    if view.ceiling_usd is None:
+        lines.append(Text(f"USD    spent {view.spent_usd:.4f} (no ceiling)"))
+    if view.resumed:
+        lines.append(Text(f"restored from the journal: {view.restored_usd:.4f} USD", style="cyan"))
+    forecast = view.forecast(now)
+    if forecast is not None:
+        lines.append(Text(f"forecast {forecast.text()}", style="red" if forecast.reached else "bold"))
+    if view.status != "running":
+        cost = view.cost_usd if view.cost_usd is not None else view.spent_usd
+        lines.append(Text(f"{view.status}: {cost:.6f} USD", style=STATUS_STYLE.get(view.status, "red bold")))
+    return Group(*lines)
+
+
+def _agent_line(a: AgentRow, now: float) -> Text:
+    elapsed = (a.ended or now) - a.started
+    status = a.status + (f" ({a.note})" if a.note else "")
+    label = a.label if len(a.label) <= LABEL_WIDTH else a.label[: LABEL_WIDTH - 1] + "…"
+    return Text.assemble(
+        (f"#{a.agent_id} {label}", "bold"), "  ", (status, STATUS_STYLE.get(a.status, "red")),
+        f"  {elapsed:5.1f}s  {a.tokens:,} tok  {a.usd:.6f} USD", (" (replayed)" if a.replayed else "", "cyan"),
+    )
+
+
+def render(view: RunView, now: float | None = None) -> RenderableType:
+    """The whole frame: the header, then the agent tree with its refusals."""
+    now = time.time() if now is None else now
+    tree = Tree(_header(view, now), guide_style="dim")
+
+    def grow(node: Tree, parent: int | None) -> None:
+        for a in sorted(view.children(parent), key=lambda r: r.agent_id):
+            grow(node.add(_agent_line(a, now)), a.agent_id)
+        for r in view.refusals:
+            if r.parent == parent or (parent is None and r.parent not in view.agents):
+                label = "budget refused" if r.cap == "usd" else f"spawn refused ({r.cap})"
+                node.add(Text(f"✗ {label}: {r.what[:80]}", style="red"))
+
+    grow(tree, None)
+    return tree
+
+
+def line(view: RunView, event: Event) -> str | None:
+    """The plain line worth printing for one (already folded) event, off a terminal."""
+    if isinstance(event, RunStart):
+        limits = [f"{_amount(u, c)} {u}" for u, _, c in view.ceilings()]
+        text = f"run {event.run_id}: {event.workflow}" + (f", ceilings {', '.join(limits)}" if limits else "")
+        return text + (f", resumed with {event.spent_usd:.4f} USD restored" if event.resumed else "")
+    if isinstance(event, AgentStart) and event.agent_id is not None:
+        replayed = " (replayed)" if event.replayed else ""
+        return f"start  #{event.agent_id} {view.agents[event.agent_id].label}{replayed}"
+    if isinstance(event, AgentEnd) and event.agent_id is not None and event.agent_id in view.agents:
+        a = view.agents[event.agent_id]
+        note = f" ({a.note})" if a.note else ""
+        return f"end    #{a.agent_id} {a.label}: {a.status}{note}, {a.tokens} tokens, {a.usd:.6f} USD"
+    if isinstance(event, SpawnRefused):
+        return f"refused spawn of #{event.agent_id} ({event.detail}): {event.goal[:80]}"
+    if isinstance(event, BudgetRefused):
+        return f"refused {event.what}: {event.message}"
+    if isinstance(event, RunWarning):
+        return f"warning: {event.message}"
+    if isinstance(event, RunEnd):
+        against = f" of {view.ceiling_usd:.4f}" if view.ceiling_usd is not None else ""
+        return f"run {event.run_id}: {event.status}, {event.cost_usd:.6f} USD spent{against}"
+    return None
+
+
+async def progress(handle: RunHandle, *, console: Console | None = None, refresh_s: float = 0.25) -> RunOutcome:
+    """Show the run while it goes (a live tree on a TTY, plain lines otherwise) and return its outcome."""
     console = console or Console()
-    view = _View()
+    view = RunView(run_id=handle.run_id)
     if not console.is_terminal:
         async for event in handle.events:
-            line = view.apply(event)
-            if line:
-                console.print(line, highlight=False)
-        return await handle
-    with Live(view.render(handle.run_id), console=console, refresh_per_second=8) as live:
-        async for event in handle.events:
             view.apply(event)
-            live.update(view.render(handle.run_id))
+            text = line(view, event)
+            if text:
+                console.print(text, highlight=False, soft_wrap=True)
+        return await handle
+    with Live(render(view), console=console, auto_refresh=False, transient=False) as live:
+        ticker = asyncio.create_task(_tick(live, view, refresh_s))  # timers and the forecast move between events
+        try:
+            last = 0.0
+            async for event in handle.events:
+                view.apply(event)
+                now = time.monotonic()
+                if now - last >= 0.1 or isinstance(event, RunEnd | AgentEnd | SpawnRefused | BudgetRefused):
+                    live.update(render(view), refresh=True)
+                    last = now
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        live.update(render(view), refresh=True)
     return await handle
 
 
-__all__ = ["progress"]
+async def _tick(live: Live, view: RunView, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        live.update(render(view), refresh=True)
+
+
+__all__ = ["RunView", "line", "progress", "render"]

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from pydantic_core import PydanticSerializationError
-
 from tether.contracts.entries import JournalEntry, RunStatus
-from tether.contracts.events import Event, EventType
+from tether.contracts.events import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    ApprovalPending,
+    BudgetUpdate,
+    ChildEnd,
+    ChildStart,
+    Event,
+    ExternalWaiting,
+    RunEnd,
+    RunStart,
+    Spawn,
+    SpawnRefused,
+)
 from tether.contracts.protocols import JournalStore
+from tether.contracts.results import AgentError
+from tether.contracts.usage import Usage
 from tether.engine.handle import RunHandle
 from tether.server.models import StreamEnd
 
@@ -19,14 +32,8 @@ HEARTBEAT = ": keep-alive\n\n"
 
 
 def event_json(event: Event) -> str:
-    """The one place an event becomes JSON (so typed per-type event models are a one-line change).
-
-    A payload value JSON cannot hold (telemetry may carry any object) is sent as its repr.
-    """
-    try:
-        return event.model_dump_json()
-    except PydanticSerializationError:
-        return json.dumps(event.model_dump(), default=repr)
+    """The one place an event becomes JSON: the typed model of its `type` (every field a JSON value)."""
+    return event.model_dump_json()
 
 
 def sse_frame(event: Event) -> str:
@@ -39,7 +46,7 @@ def end_frame(run_id: str, status: RunStatus | None) -> str:
 
 
 class JournalFollower:
-    """Turns journal entries into the lifecycle events a live run would have emitted for them.
+    """Turns journal entries into the typed lifecycle events a live run would have emitted for them.
 
     Deterministic: the same journal always yields the same events with the same `seq`, so a
     reconnecting client's `Last-Event-ID` can skip what it has already seen.
@@ -58,36 +65,39 @@ class JournalFollower:
             out.extend(self._derive(e))
         return out
 
-    def _event(self, type: EventType, e: JournalEntry, span_id: str | None = None, **data: Any) -> Event:
+    def _base(self, e: JournalEntry, span_id: str | None = None) -> dict[str, Any]:
         self.seq += 1
         ts = e.ended_at if e.ended_at is not None else (e.started_at or 0.0)
-        return Event(type=type, run_id=self.run_id, seq=self.seq, ts=ts, span_id=span_id,
-                     data={"journal_seq": e.seq, **data})
+        return {"run_id": self.run_id, "seq": self.seq, "ts": ts, "span_id": span_id}
+
+    def _money(self) -> dict[str, Any]:
+        remaining = None if self.ceiling is None else max(self.ceiling - self.spent, 0.0)
+        return {"spent_usd": round(self.spent, 10), "ceiling_usd": self.ceiling, "remaining_usd": remaining}
 
     def _derive(self, e: JournalEntry) -> list[Event]:
         value = e.value if isinstance(e.value, dict) else {}
         if e.kind == "decision" and value.get("decision") == "genesis":
             self.ceiling = value.get("budget_usd")
-            return [self._event("run:start", e, workflow=value.get("workflow"), budget_usd=self.ceiling)]
+            return [RunStart(**self._base(e), workflow=str(value.get("workflow") or ""), **self._money())]
         if e.kind == "decision" and value.get("decision") == "settle":
-            return [self._event("run:end", e, status=value.get("status"), cost=round(self.spent, 10),
-                                pending=value.get("pending") or [])]
+            return [RunEnd(**self._base(e), status=value.get("status") or "error", cost_usd=round(self.spent, 10),
+                           pending=list(value.get("pending") or []), **self._money())]
         if e.kind == "agent":
             return self._agent(e)
         if e.kind == "child":
             if e.ref is None:
-                return [self._event("child:start", e, workflow=e.label, scope=e.scope)]
-            return [self._event("child:end", e, workflow=e.label, status=e.status)]
+                return [ChildStart(**self._base(e), workflow=e.label or "", scope=e.scope)]
+            return [ChildEnd(**self._base(e), workflow=e.label or "", status=e.status or "error")]
         if e.kind == "external":
-            return [self._event("external:waiting", e, key=value.get("key"))]
+            return [ExternalWaiting(**self._base(e), key=str(value.get("key")))]
         if e.kind == "approval":
-            return [self._event("approval:pending", e, key=value.get("key"), tool=value.get("tool"),
-                                agent_id=e.agent_id)]
-        if e.kind == "tree" and value.get("kind") == "spawn":
-            return [self._event("spawn", e, agent_id=value.get("agent_id"), child_agent_id=value.get("child_agent_id"),
-                                goal=value.get("detail"))]
-        if e.kind == "tree" and value.get("kind") == "spawn_refused":
-            return [self._event("spawn:refused", e, agent_id=value.get("agent_id"), detail=value.get("detail"))]
+            return [ApprovalPending(**self._base(e), key=str(value.get("key")), tool=value.get("tool"),
+                                    agent_id=e.agent_id)]
+        if e.kind == "tree" and value.get("kind") in ("spawn", "spawn_refused"):
+            row = AgentEvent.model_validate(value).model_dump(exclude={"kind"})
+            if value.get("kind") == "spawn":
+                return [Spawn(**self._base(e), **row)]
+            return [SpawnRefused(**self._base(e), **row, goal="")]
         return []
 
     def _agent(self, e: JournalEntry) -> list[Event]:
@@ -96,18 +106,22 @@ class JournalFollower:
             if e.agent_id is not None:
                 self.depth[e.agent_id] = depth
             model = e.value.get("model") if isinstance(e.value, dict) else None
-            return [self._event("agent:start", e, f"agent-{e.seq}", agent_id=e.agent_id, label=e.label, depth=depth,
-                                parent_agent_id=e.parent_agent_id, model=model)]
+            return [AgentStart(**self._base(e, f"agent-{e.seq}"), agent_id=e.agent_id, label=e.label, depth=depth,
+                               parent_agent_id=e.parent_agent_id, model=model, agent_type=e.agent_type)]
         if e.ref is None:
             return []
-        usd = float(e.cost_usd or 0.0)
+        usd = float(e.cost_usd or 0.0) + float(getattr(e, "orphaned_usd", None) or 0.0)
         self.spent += usd
-        usage = e.usage.model_dump(mode="json") if e.usage is not None else None
-        end = self._event("agent:end", e, f"agent-{e.ref}", agent_id=e.agent_id, label=e.label, status=e.status,
-                          usage=usage, cost=usd, tool_budget=e.tool_budget)
-        remaining = None if self.ceiling is None else max(self.ceiling - self.spent, 0.0)
-        update = self._event("budget:update", e, model=e.served_by, usd=usd, spent=round(self.spent, 10),
-                             remaining=remaining, ceiling=self.ceiling)
+        value = e.value if isinstance(e.value, dict) else {}
+        end = AgentEnd(
+            **self._base(e, f"agent-{e.ref}"), agent_id=e.agent_id, label=e.label,
+            depth=self.depth.get(e.agent_id or 0, 1),
+            status=e.status if e.status in ("ok", "error", "limit", "cancelled", "skipped") else "error",
+            usage=e.usage or Usage(), cost_usd=usd, turns=int(value.get("turns") or 0), served_by=e.served_by,
+            error=AgentError.model_validate(e.error) if e.error else None, parent_agent_id=e.parent_agent_id,
+            provider_calls=e.provider_calls or 0,
+        )
+        update = BudgetUpdate(**self._base(e), model=e.served_by or "", usd=usd, agent_id=e.agent_id, **self._money())
         return [end, update]
 
 

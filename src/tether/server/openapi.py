@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from tether.contracts.events import Event
+from tether.contracts.events import EVENT_TYPES
 from tether.server.models import ErrorResponse, StreamEnd
 from tether.server.routing import Operation
 
@@ -26,7 +26,8 @@ def document(
     `workflows` (the app engine's registered names) become the enum of `StartRequest.workflow`.
     """
     wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-        (ErrorResponse, "serialization"), (Event, "serialization"), (StreamEnd, "serialization"),
+        (ErrorResponse, "serialization"), *((cls, "serialization") for cls in EVENT_TYPES.values()),
+        (StreamEnd, "serialization"),
     ]
     for op in operations:
         if op.response is not None:
@@ -115,7 +116,8 @@ def _sse_item(refs: dict[Any, Any]) -> dict[str, Any]:
             "data": {
                 "type": "string",
                 "contentMediaType": "application/json",
-                "contentSchema": {"anyOf": [refs[(Event, "serialization")], refs[(StreamEnd, "serialization")]]},
+                "contentSchema": {"anyOf": [*(refs[(cls, "serialization")] for cls in EVENT_TYPES.values()),
+                                            refs[(StreamEnd, "serialization")]]},
             },
         },
     }

@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tether.contracts.events import Event
+from tether.contracts.events import AgentQueued, AgentStart, Event
 from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
 from tether.server.models import QueuedAgent
@@ -21,11 +21,10 @@ class LiveRun:
     queued: list[QueuedAgent] = field(default_factory=list)
 
     def observe(self, event: Event) -> None:
-        if event.type == "agent:queued":
-            self.queued.append(QueuedAgent(label=event.data.get("label"), depth=int(event.data.get("depth") or 1),
-                                           since=event.ts))
-        elif event.type == "agent:start" and not event.replayed:
-            label = event.data.get("label")
+        if isinstance(event, AgentQueued):
+            self.queued.append(QueuedAgent(label=event.label, depth=event.depth, since=event.ts))
+        elif isinstance(event, AgentStart) and not event.replayed:
+            label = event.label
             # FIFO per depth: the first queued agent with this label is the one that got its slot
             for i, q in enumerate(self.queued):
                 if q.label == label:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -23,13 +24,13 @@ class MemoryStore:
     """Every store feature, in dicts; entries are kept as JSON text so callers cannot alias them."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        warnings.warn(
+        message = (
             "tether MemoryStore: journals live in this process only, so a run cannot be resumed "
             "after a crash or from another process. Use store='sqlite:///.tether/tether.db' "
-            "(the default) for durable runs.",
-            UserWarning,
-            stacklevel=2,
+            "(the default) for durable runs."
         )
+        warnings.warn(message, UserWarning, stacklevel=2)
+        logging.getLogger("tether").warning(message)  # warnings reach the tether logger, not only stderr
         self._clock = clock
         self._entries: dict[str, list[str]] = {}
         self._meta: dict[str, RunMeta] = {}

@@ -5,9 +5,10 @@
   const EVENT_TYPES = [
     "run:start", "run:end", "phase:start", "log", "budget:update", "agent:queued", "agent:start", "agent:end",
     "agent:error", "agent:schema-retry", "agent:stream", "tool:start", "tool:end", "spawn", "spawn:refused",
-    "external:waiting", "approval:pending", "child:start", "child:end",
+    "external:waiting", "approval:pending", "child:start", "child:end", "phase:end", "model:start", "model:end",
+    "budget:draw", "budget:refused", "warning",
   ];
-  const QUIET = new Set(["agent:stream", "log"]); // frequent, and they change nothing the page shows
+  const QUIET = new Set(["agent:stream", "log", "model:start"]); // frequent, and they change nothing the page shows
   const view = document.getElementById("view");
 
   // -- DOM and formatting helpers -------------------------------------------------------------

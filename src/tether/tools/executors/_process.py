@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from tether.contracts.errors import ConfigError
+from tether.contracts.trace import TRACEPARENT
 
 T = TypeVar("T")
 
@@ -69,6 +70,8 @@ def child_env(
     keep = set(passthrough)
     env = {k: v for k, v in os.environ.items() if not (scrub and is_secret(k)) or k in keep}
     env.update(explicit)
+    if traceparent := TRACEPARENT.get():  # the open execute_tool span: the tool's spans join the trace
+        env["TRACEPARENT"] = traceparent
     env["PYTHONPATH"] = python_path(env.get("PYTHONPATH"))
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     return env
