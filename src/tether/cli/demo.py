@@ -135,8 +135,6 @@ def live_ref() -> str | None:
 CLAUDE_TRAITS = Traits(
     max_output_tokens=64_000, structured_output="native", efforts=("low", "medium", "high"), context_window=200_000
 )
-# A placeholder for the replay-only adapter: a replayed cassette never reaches the provider.
-REPLAY_ONLY_KEY = "replay-only"
 
 
 def stand_in_model() -> FakeModel:
@@ -155,6 +153,8 @@ def replay_adapter() -> tuple[ChatModel, bool]:
     from tether import models
 
     try:
+        from tether.testing.cassette import REPLAY_ONLY_KEY
+
         return models.anthropic(api_key=REPLAY_ONLY_KEY), True
     except ConfigError as exc:
         if exc.data.get("extra") != "anthropic":
