@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import Any, Literal, assert_type
 
 from pydantic import BaseModel
-from typing_extensions import assert_type
 
 import tether
 

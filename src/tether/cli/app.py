@@ -93,7 +93,8 @@ def _attribute(module: ModuleType, attr: str, target: str, hint: str) -> object:
 def load_engine(target: str) -> Engine:
     """The `tether.Engine` that `--app MODULE:ATTR` names (ATTR may be dotted: `app:services.engine`)."""
     module_name, attr = _split(target, "--app", "--app myapp.engine:engine")
-    obj = _attribute(import_module(module_name, target), attr, target, "name the variable that holds your tether.Engine")
+    module = import_module(module_name, target)
+    obj = _attribute(module, attr, target, "name the variable that holds your tether.Engine")
     if not isinstance(obj, Engine):
         raise ConfigError(
             f"--app {target!r}: {module_name}.{attr} is a {type(obj).__name__}, not a tether.Engine; point --app "

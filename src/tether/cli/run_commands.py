@@ -123,7 +123,7 @@ def cancel(
     store: StoreOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Cancel RUN_ID: settled now when nothing drives it, else the driving process stops it at its next lease renewal."""
+    """Cancel RUN_ID: settled at once when nothing drives it, else stopped by its driver at the next lease renewal."""
     url = store_url(store)
     engine = engine_on(url)
     existing_store(url)
@@ -189,7 +189,7 @@ def _same_run(meta: RunMeta, wf: Workflow, args: dict[str, Any] | None, verb: st
             run_id=meta.run_id, workflow=meta.workflow,
         )
     if args is not None and meta.args_hash is not None and content_key(args) != meta.args_hash:
-        same = "omit --args to resume with them" if verb == "resume" else f"`tether resume {meta.run_id}` to continue it"
+        same = "omit --args to resume with them" if verb == "resume" else f"`tether resume {meta.run_id}` to go on"
         raise ConfigError(
             f"--args differ from the ones run {meta.run_id!r} started with; pass the same --args (or {same}), "
             f"pick a new --run-id, or pass --force to {verb} it with these",

@@ -305,7 +305,9 @@ class Engine:
             await request_cancel(store, run_id, reason, self.clock())
             return "requested"
 
-    async def _settle_cancelled(self, store: JournalStore, run_id: str, reason: str, lease: Lease | None) -> CancelResult:
+    async def _settle_cancelled(
+        self, store: JournalStore, run_id: str, reason: str, lease: Lease | None
+    ) -> CancelResult:
         entries = await self._journal(run_id)
         index = JournalIndex.build(entries)
         last = index.last_settle()
