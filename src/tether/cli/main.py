@@ -44,6 +44,8 @@ class TetherGroup(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
             raise
+        except BrokenPipeError:  # `tether runs | head`: the reader left; nothing more to say
+            raise typer.Exit(1) from None
         except typer.TyperException as exc:  # a usage error met while parsing the command's own arguments
             fail(exc, code=EXIT_USAGE)
         except Exception as exc:
@@ -110,4 +112,8 @@ __all__ = ["JsonOpt", "StoreOpt", "TetherGroup", "app", "main", "register_comman
 register_commands(app)
 
 if __name__ == "__main__":
-    main()
+    # Run as `python -m tether.cli.main` this file is `__main__`; a command module that registers with a
+    # bare `@app.command()` imports `tether.cli.main`, so drive that module's app, which has every command.
+    from tether.cli import main as canonical
+
+    canonical.main()

@@ -243,7 +243,14 @@ def fake(
     script: Script = (),
     *,
     prices: Mapping[str, Price] | None = None,
-    **caps: Any,
+    family: str | None = None,
+    context_window: int = 200_000,
+    max_output_tokens: int = 8_192,
+    output_floor: int = 1,
+    structured_output: Literal["native", "tool", "prompt"] = "tool",
 ) -> FakeModel:
     """A scripted model for tests: `tether.models.fake("fake", script=[Reply(...)], prices=...)`."""
-    return FakeModel(id, script, prices=prices, **caps)
+    return FakeModel(
+        id, script, prices=prices, family=family, context_window=context_window,
+        max_output_tokens=max_output_tokens, output_floor=output_floor, structured_output=structured_output,
+    )
