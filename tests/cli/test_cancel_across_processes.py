@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import tether
 from conftest import AppDir
@@ -57,3 +58,32 @@ def test_a_run_driven_by_another_process_stops_when_cancelled(appdir: AppDir) ->
     assert "run slow-1: cancelled" in out and "stop it" in out
     # The step sleeps 60 s; the request is read at a renewal (every TTL/3). Generous slack for a loaded machine.
     assert took < 20, took
+
+
+async def test_a_cancel_request_stops_the_segment_it_was_made_for_and_not_a_later_one(tmp_path: Path) -> None:
+    engine = tether.Engine(store=f"sqlite:///{tmp_path}/t.db", lease_ttl_s=0.6)
+
+    @tether.workflow
+    async def nap(ctx: tether.Ctx) -> str:
+        async def sleep() -> str:
+            await asyncio.sleep(1.0)
+            return "up"
+
+        return await ctx.step("nap", sleep)
+
+    try:
+        handle = engine.start(nap, run_id="n")
+        while True:  # the segment holds the lease once its meta says running
+            try:
+                if (await engine.run_meta("n")).status == "running":
+                    break
+            except tether.RunNotFoundError:
+                pass
+            await asyncio.sleep(0.02)
+        assert await engine.cancel("n", "first") == "requested"  # this process drives it, under its lease
+        first = await handle
+        assert first.status == "cancelled" and first.error["message"] == "first"
+        again = await engine.resume("n", nap)  # the request is still stored, but older than this segment
+        assert again.status == "ok" and again.value == "up"
+    finally:
+        await engine.close()
