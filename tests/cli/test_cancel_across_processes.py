@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from clikit import AppDir
+
 import tether
-from conftest import AppDir
 
 TTL_S = 1.5  # the driver renews (and reads cancel requests) every 0.5 s
 

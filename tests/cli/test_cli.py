@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import AppDir, assert_one_line_error
+from clikit import AppDir, assert_one_line_error
 
 
 def _flows_fake() -> Any:
@@ -140,6 +139,13 @@ def test_a_missing_extra_names_the_exact_pip_command(appdir: AppDir, monkeypatch
 )
 def test_bad_input_is_one_line_on_stderr(appdir: AppDir, argv: list[str], code: int, fragment: str) -> None:
     assert_one_line_error(appdir(*argv), code, fragment)
+
+
+def test_a_module_that_fails_to_import_is_one_line(appdir: AppDir) -> None:
+    (appdir.path / "broken.py").write_text("import tether\n\nraise RuntimeError('no [config] here')\n")
+    sys.modules.pop("broken", None)
+    assert_one_line_error(appdir("run", "broken:flow"), 1, "importing 'broken' raised RuntimeError: no [config] here")
+    sys.modules.pop("broken", None)
 
 
 @pytest.mark.parametrize("command", ["inspect", "cost", "tree", "ledger", "cancel"])

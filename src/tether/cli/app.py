@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal
 
-from tether.contracts.errors import ConfigError
+from tether.contracts.errors import ConfigError, TetherError
 from tether.engine.engine import DEFAULT_STORE, Engine
 from tether.engine.workflow import Workflow
 
@@ -75,6 +75,14 @@ def import_module(module_name: str, target: str) -> ModuleType:
         raise ConfigError(
             f"{target!r}: importing {module_name!r} failed: it needs the module {missing!r}, which is not installed",
             target=target, module=module_name, missing=missing,
+        ) from exc
+    except TetherError:
+        raise  # the module's own set-up error (a missing key or extra) says what to do already
+    except Exception as exc:
+        raise ConfigError(
+            f"{target!r}: importing {module_name!r} raised {type(exc).__name__}: {exc} (tether --debug ... shows "
+            f"the traceback)",
+            target=target, module=module_name,
         ) from exc
 
 
