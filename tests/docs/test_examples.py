@@ -47,7 +47,7 @@ def test_cli_demo_live_without_a_key_says_so_and_exits_non_zero(tmp_path: Path) 
     done = subprocess.run([str(exe), "demo", "--live", "--store", f"sqlite:///{tmp_path}/demo.db"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode != 0
-    (line,) = done.stdout.splitlines()  # one clear line, no traceback
+    (line,) = done.stderr.splitlines()  # one clear line on stderr, no traceback
     assert "tether demo --live needs ANTHROPIC_API_KEY or OPENAI_API_KEY" in line
     assert "child exited" not in done.stdout  # it stops before running anything
     assert not (tmp_path / "demo.db").exists()

@@ -122,10 +122,10 @@ def test_tether_resolve_prints_one_line_and_exits_non_zero_on_an_invalid_value(t
     runner = CliRunner()
     journal = runner.invoke(app, ["inspect", "cli", "--store", url, "--json"]).stdout
     bad = runner.invoke(app, ["resolve", "cli", "review", '{"score": 999, "kind": "bug"}', "--store", url])
-    assert bad.exit_code != 0
-    lines = bad.stdout.strip().splitlines()
-    assert len(lines) == 1 and "invalid-resolution" in lines[0] and "maximum of 10" in lines[0], bad.stdout
-    assert "Traceback" not in bad.stdout
+    assert bad.exit_code != 0 and bad.stdout == ""
+    lines = bad.stderr.strip().splitlines()  # one line, on stderr
+    assert len(lines) == 1 and "invalid-resolution" in lines[0] and "maximum of 10" in lines[0], bad.stderr
+    assert "Traceback" not in bad.stderr
     assert runner.invoke(app, ["inspect", "cli", "--store", url, "--json"]).stdout == journal
     good = runner.invoke(app, ["resolve", "cli", "review", '{"score": 9, "kind": "feature"}', "--store", url])
     assert good.exit_code == 0 and "resolved" in good.stdout

@@ -118,5 +118,5 @@ def test_the_cli_writes_the_event_log_with_events(tmp_path: Path) -> None:
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )
     assert quiet.returncode == 0, quiet.stderr
-    assert "run c:" not in quiet.stdout, "no live view off a TTY unless asked"
+    assert "run c: steps" not in quiet.stdout, "no live view off a TTY unless asked"
     assert [e.type for e in tether.read_events(log)].count("run:start") == 2

@@ -1,8 +1,10 @@
 """The bundled demo: a multi-agent panel through the Anthropic adapter, killed mid-run and resumed.
 
 Offline, the adapter's calls replay from `demo_cassette.json` (recorded by
-`scripts/record_demo_cassette.py`), so no key and no network are needed. With `live=True` the same
-workflow calls the real provider under a small ceiling.
+`scripts/record_demo_cassette.py`), so no key and no network are needed. On a bare install (no
+`anthropic` SDK) the same cassette replays through the fake model given Claude's capabilities, so
+every request, and so every cassette key, is the one the real adapter would send. With `live=True`
+the same workflow calls the real provider under a small ceiling.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from tether.engine.ctx import Ctx
 from tether.engine.engine import Engine
 from tether.engine.outcome import RunOutcome
 from tether.engine.workflow import Workflow, workflow
-from tether.models.fake import Reply, ToolCall
+from tether.models._sdk import Traits, build_caps
+from tether.models.fake import FakeModel, Reply, ToolCall
 from tether.tools.definition import tool
 
 ANGLES = ("practical", "skeptical", "optimistic")
@@ -128,27 +131,52 @@ def live_ref() -> str | None:
     return next((ref for env, ref in LIVE_REFS if os.environ.get(env)), None)
 
 
-def demo_model(live: bool = False) -> tuple[ChatModel, str]:
-    """The demo's adapter and model ref: the bundled cassette over Anthropic, or a real provider."""
+# Claude's traits as the Anthropic adapter derives them for REPLAY_REF (a test keeps the two equal).
+CLAUDE_TRAITS = Traits(
+    max_output_tokens=64_000, structured_output="native", efforts=("low", "medium", "high"), context_window=200_000
+)
+
+
+def stand_in_model() -> FakeModel:
+    """The fake model as `anthropic`, with the caps the real adapter has for REPLAY_REF (bare installs)."""
+    model = REPLAY_REF.partition(":")[2]
+    caps = build_caps("anthropic", "anthropic", model, CLAUDE_TRAITS, None)
+    return FakeModel(
+        "anthropic", family="anthropic", prices={model: caps.price} if caps.price else None,
+        context_window=caps.context_window, max_output_tokens=caps.max_output_tokens,
+        output_floor=caps.output_floor, structured_output=caps.structured_output,
+    )
+
+
+def replay_adapter() -> tuple[ChatModel, bool]:
+    """The adapter under the replayed cassette: the real Anthropic one if its SDK is installed, else the stand-in."""
     from tether import models
 
     try:
-        if not live:
-            from tether.testing.cassette import cassette
+        from tether.testing.cassette import REPLAY_ONLY_KEY
 
-            return cassette(models.anthropic(), CASSETTE, mode="replay"), REPLAY_REF
-        ref = live_ref()
-        if ref is None:
-            raise ConfigError(
-                "tether demo --live needs ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment; "
-                "set one, or run `tether demo` to replay the bundled cassette offline"
-            )
-        return (models.anthropic() if ref.startswith("anthropic:") else models.openai()), ref
-    except ImportError as exc:
+        return models.anthropic(api_key=REPLAY_ONLY_KEY), True
+    except ConfigError as exc:
+        if exc.data.get("extra") != "anthropic":
+            raise
+        return stand_in_model(), False
+
+
+def demo_model(live: bool = False) -> tuple[ChatModel, str]:
+    """The demo's adapter and model ref: the bundled cassette (replayed), or a real provider."""
+    from tether import models
+
+    if not live:
+        from tether.testing.cassette import cassette
+
+        return cassette(replay_adapter()[0], CASSETTE, mode="replay"), REPLAY_REF
+    ref = live_ref()
+    if ref is None:
         raise ConfigError(
-            f"the demo runs through a provider adapter whose SDK is not installed ({exc.name}); "
-            f"pip install 'tether[anthropic,openai]'"
-        ) from None
+            "tether demo --live needs ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment; "
+            "set one, or run `tether demo` to replay the bundled cassette offline"
+        )
+    return (models.anthropic() if ref.startswith("anthropic:") else models.openai()), ref
 
 
 def demo_engine(store: Any, live: bool = False) -> tuple[Engine, CountingModel]:

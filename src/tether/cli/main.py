@@ -1,328 +1,119 @@
-"""The `tether` command line: demo, run, resume, and the read side over any store."""
+"""The `tether` command line: the typer app, its global options, and the commands' registration.
+
+Each command module exposes `register(app)`; `COMMAND_MODULES` lists them. Errors raised by any
+command (ours or one registered with a bare `@app.command()`) are turned into one line on stderr and
+an exit code by `TetherGroup`, so no command needs its own try/except.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import json
-import os
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NoReturn, TypeVar
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from typer.core import TyperGroup
 
-from tether.contracts.errors import ConfigError, TetherError
-from tether.engine.engine import DEFAULT_STORE, Engine
-from tether.engine.workflow import Workflow
+from tether.cli.shell import (
+    EXIT_CODES_HELP,
+    EXIT_USAGE,
+    JsonOpt,
+    StoreOpt,
+    console,
+    fail,
+    read_store,
+    store_url,
+)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="tether: durable, budget-bounded agent workflows.")
-T = TypeVar("T")
-
-StoreOpt = Annotated[str | None, typer.Option("--store", help="Store URL (or TETHER_STORE).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-EventsOpt = Annotated[str | None, typer.Option("--events", help="Append the run's events to FILE (JSONL).")]
-ProgressOpt = Annotated[
-    bool | None, typer.Option("--progress/--no-progress", help="The live view (default: on a terminal).")
-]
-
-
-class State:
-    debug = False
-
-
-def _store(url: str | None) -> str:
-    return url or os.environ.get("TETHER_STORE") or DEFAULT_STORE
+COMMAND_MODULES = (
+    "tether.cli.demo_command",
+    "tether.cli.run_commands",
+    "tether.cli.read_commands",
+    "tether.cli.tree_command",
+    # Added by their own branches; absent ones are skipped, so each lands without touching this file.
+    "tether.cli.worker_command",
+    "tether.cli.serve_command",
+)
 
 
-def _console() -> Console:
-    return Console(highlight=False)
+class TetherGroup(TyperGroup):
+    """Runs a command; any error becomes one line on stderr and a non-zero exit (a traceback with --debug)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort):
+            raise
+        except BrokenPipeError:  # `tether runs | head`: the reader left; nothing more to say
+            raise typer.Exit(1) from None
+        except typer.TyperException as exc:  # a usage error met while parsing the command's own arguments
+            fail(exc, code=EXIT_USAGE)
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            fail(exc)
 
 
-def _run(make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; a TetherError prints one clear line and exits 1 (traceback with --debug)."""
+def _version() -> str:
     try:
-        return asyncio.run(make())  # type: ignore[arg-type]
-    except TetherError as exc:
-        _fail(exc)
+        return version("tether")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
-def _fail(exc: TetherError) -> NoReturn:
-    """One clear line and exit 1 (the traceback with --debug)."""
-    if State.debug:
-        raise exc
-    _console().print(f"[red]error[/red] ({exc.code}): {exc.message}", soft_wrap=True)
-    raise typer.Exit(1) from None
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tether {_version()}")
+        raise typer.Exit()
 
 
-def _load_workflow(target: str) -> Workflow:
-    module_name, _, attr = target.partition(":")
-    if not attr:
-        raise ConfigError(f"workflow {target!r} must be MODULE:WORKFLOW (e.g. myapp.flows:panel)")
-    sys.path.insert(0, os.getcwd())
-    obj = getattr(importlib.import_module(module_name), attr, None)
-    if obj is None:
-        raise ConfigError(f"module {module_name!r} has no attribute {attr!r}")
-    return obj if isinstance(obj, Workflow) else Workflow(obj)
+app = typer.Typer(
+    cls=TetherGroup,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="tether: durable, budget-bounded agent workflows.",
+    epilog=EXIT_CODES_HELP,
+)
 
 
 @app.callback()
-def main_options(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False) -> None:
-    State.debug = debug
-
-
-@app.command()
-def demo(
-    store: StoreOpt = None,
-    kill_after: int = 3,
-    live: Annotated[
-        bool, typer.Option("--live", help="Call the real provider (ANTHROPIC_API_KEY or OPENAI_API_KEY).")
+def main_options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")] = False,
+    show_version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """Run the bundled panel workflow, SIGKILL it mid-run, resume it, and show what replayed."""
-    from tether.cli import demo as demo_mod
-
-    try:
-        _, ref = demo_mod.demo_model(live)  # a missing key or SDK fails here, before any child runs
-    except TetherError as exc:
-        _fail(exc)
-    url = _store(store) if store else f"sqlite:///{os.path.abspath('.tether/demo.db')}"
-    if url.startswith("sqlite:///"):
-        os.makedirs(os.path.dirname(url[len("sqlite:///") :]) or ".", exist_ok=True)
-    run_id = f"demo-{os.getpid()}"
-    how = f"live, ceiling {demo_mod.LIVE_BUDGET_USD:.2f} USD" if live else "replayed from the bundled cassette"
-    con = _console()
-    con.print(
-        f"[bold]1.[/bold] running the panel workflow (6 agents on {ref}, {how}) in a child process; "
-        f"it is killed after {kill_after} agents settle"
-    )
-    child = subprocess.run(
-        [sys.executable, "-m", "tether.cli.demo", url, run_id, str(kill_after), *(["--live"] if live else [])],
-        capture_output=True,
-        text=True,
-    )
-    con.print(f"   child exited with {child.returncode} (SIGKILL is -9)")
-    con.print("[bold]2.[/bold] resuming from the journal")
-    resumed = _run(lambda: demo_mod.resume_demo(url, run_id, live))
-    outcome = resumed.outcome
-    con.print(
-        f"   replayed (hits): [green]{outcome.replay.hits}[/green]   ran again (misses): "
-        f"[yellow]{outcome.replay.misses}[/yellow]   redispatched/reruns: {outcome.replay.reruns}"
-    )
-    source = "to the provider" if live else "all answered by the bundled cassette, zero network requests"
-    con.print(f"   model calls made by the resume: {resumed.calls} ({source}); journal hits made none")
-    con.print(f"[bold]3.[/bold] outcome: {outcome.status}, value {json.dumps(outcome.value)}")
-    con.print(
-        f"   cost {outcome.cost.total_usd:.6f} USD over {outcome.cost.provider_calls} provider calls; run id {run_id}"
-    )
-    con.print(f"   look inside: tether inspect {run_id} --store {url}")
+    """tether: durable, budget-bounded agent workflows."""
 
 
-@app.command()
-def run(
-    target: str,
-    args: Annotated[str, typer.Option("--args", help="JSON object of workflow args.")] = "{}",
-    budget: Annotated[float | None, typer.Option("--budget", help="USD ceiling.")] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id")] = None,
-    store: StoreOpt = None,
-    json_out: JsonOpt = False,
-    events: EventsOpt = None,
-    progress: ProgressOpt = None,
-) -> None:
-    """Run MODULE:WORKFLOW with --args JSON under an optional --budget USD."""
-
-    async def go() -> Any:
-        wf = _load_workflow(target)
-        engine = Engine(store=_store(store), event_log=events)
+def register_commands(target: typer.Typer) -> None:
+    """Import every command module and let it register its commands on `target`."""
+    for name in COMMAND_MODULES:
         try:
-            handle = engine.start(wf, json.loads(args), run_id=run_id, budget_usd=budget)
-            return await _watch(handle, progress, json_out)
-        finally:
-            await engine.close()
-
-    _print_outcome(_run(go), json_out)
-
-
-@app.command()
-def resume(
-    run_id: str,
-    target: Annotated[str, typer.Option("--workflow", help="MODULE:WORKFLOW")],
-    args: Annotated[str | None, typer.Option("--args")] = None,
-    dry_run: bool = False,
-    store: StoreOpt = None,
-    json_out: JsonOpt = False,
-    events: EventsOpt = None,
-    progress: ProgressOpt = None,
-) -> None:
-    """Resume RUN_ID (the args must match the ones the run started with)."""
-
-    async def go() -> Any:
-        from tether.journal.canonical import content_key
-
-        engine = Engine(store=_store(store), event_log=events)
-        try:
-            meta = await (await engine.store()).get_meta(run_id)
-            if meta is None:
-                raise ConfigError(f"no run {run_id!r} in {_store(store)}")
-            parsed = json.loads(args) if args is not None else None
-            if parsed is not None and content_key(parsed) != meta.args_hash:
-                raise ConfigError(
-                    f"--args differ from the ones run {run_id!r} started with; pass the same args (or omit --args)"
-                )
-            handle = await engine.start_resume(run_id, _load_workflow(target), parsed, dry_run=dry_run)
-            return await _watch(handle, progress, json_out)
-        finally:
-            await engine.close()
-
-    _print_outcome(_run(go), json_out)
-
-
-async def _watch(handle: Any, progress: bool | None, json_out: bool) -> Any:
-    """The run's outcome, shown live on a terminal (or as plain lines with --progress off one)."""
-    if not (progress if progress is not None else (not json_out and sys.stdout.isatty())):
-        return await handle
-    from tether.observability.progress import progress as live_view
-
-    return await live_view(handle, console=Console(highlight=False))
-
-
-def _print_outcome(out: Any, json_out: bool) -> None:
-    if json_out:
-        print(out.model_dump_json(exclude={"error"}))
-        return
-    _console().print(
-        f"{out.run_id}: {out.status}  value={json.dumps(out.value, default=str)}  "
-        f"cost={out.cost.total_usd:.6f} USD  hits={out.replay.hits} misses={out.replay.misses}"
-    )
-    if out.status in ("error", "cancelled") and out.error is not None:
-        raise typer.Exit(1)
-
-
-def _read(store: str | None, fn: Callable[[Engine], Awaitable[T]]) -> T:
-    async def go() -> T:
-        engine = Engine(store=_store(store))
-        try:
-            return await fn(engine)
-        finally:
-            await engine.close()
-
-    return _run(go)
-
-
-@app.command()
-def runs(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """List runs in the store, newest first."""
-    metas = _read(store, lambda e: e.runs())
-    if json_out:
-        print(json.dumps([m.model_dump(mode="json", exclude={"args"}) for m in metas]))
-        return
-    table = Table("run id", "workflow", "status", "budget", "segments")
-    for m in metas:
-        table.add_row(
-            m.run_id, m.workflow, m.status, "-" if m.budget_usd is None else f"{m.budget_usd:.2f}", str(m.segments)
-        )
-    _console().print(table)
-
-
-@app.command()
-def inspect(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """Show RUN_ID's journal as a table (or --json)."""
-    entries = _read(store, lambda e: e.inspect(run_id))
-    if not entries:
-        _console().print(f"[red]error[/red]: no run {run_id!r} in {_store(store)}")
-        raise typer.Exit(1)
-    if json_out:
-        print(json.dumps([e.to_json_dict() for e in entries]))
-        return
-    table = Table("seq", "ref", "kind", "status", "scope", "label", "key", "cost", title=f"journal of {run_id}")
-    for e in entries:
-        table.add_row(
-            str(e.seq),
-            "" if e.ref is None else str(e.ref),
-            e.kind,
-            e.status or "",
-            e.scope,
-            e.label or "",
-            e.key[:10],
-            "" if e.cost_usd is None else f"{e.cost_usd:.6f}",
-        )
-    _console().print(table)
-
-
-@app.command()
-def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """RUN_ID's cost report (a pure fold over its journal)."""
-    report = _read(store, lambda e: e.cost(run_id))
-    if json_out:
-        print(report.model_dump_json())
-        return
-    con = _console()
-    con.print(
-        f"total {report.total_usd:.6f} USD over {report.provider_calls} provider calls"
-        + (" (approximate)" if report.approximate else "")
-    )
-    for title, rows in (
-        ("model", report.by_model),
-        ("phase", report.by_phase),
-        ("role", report.by_role),
-        ("agent type", report.by_agent_type),
-    ):
-        for k, v in rows.items():
-            con.print(f"  by {title:<10} {k:<40} {v:.6f}")
-    for model, usage in report.unpriced.items():
-        con.print(f"  [yellow]unpriced[/yellow] {model}: {usage.input_tokens} in / {usage.output_tokens} out tokens")
-
-
-@app.command()
-def resolve(run_id: str, key: str, value: str, store: StoreOpt = None) -> None:
-    """Resolve suspension KEY of RUN_ID with VALUE (JSON, or a plain string)."""
-    try:
-        parsed: Any = json.loads(value)
-    except json.JSONDecodeError:
-        parsed = value
-    ok = _read(store, lambda e: e.resolve_external(run_id, key, parsed))
-    _console().print("resolved" if ok else "already closed (the first closer won); nothing written")
-
-
-@app.command()
-def abandon(run_id: str, key_or_seq: str, reason: str = "", store: StoreOpt = None) -> None:
-    """Abandon a suspension (by key) or an entry (by seq) and everything under it."""
-    target: str | int = int(key_or_seq) if key_or_seq.isdigit() else key_or_seq
-    ok = _read(store, lambda e: e.abandon(run_id, target, reason))
-    _console().print("abandoned" if ok else "nothing to abandon")
-
-
-@app.command()
-def ledger(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """RUN_ID's tool effect ledger: one row per dispatch attempt (orphans have no outcome)."""
-    rows = _read(store, lambda e: e.effect_ledger(run_id))
-    if json_out:
-        print(json.dumps([r.model_dump(mode="json") for r in rows]))
-        return
-    table = Table("attempt", "tool", "executor", "outcome", "exit", "signal", "ms", "args sha256")
-    for r in rows:
-        table.add_row(
-            r.attempt_id[:12],
-            r.tool,
-            r.executor,
-            r.outcome or "[yellow]orphan[/yellow]",
-            "" if r.exit_code is None else str(r.exit_code),
-            r.signal or "",
-            "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
-            r.args_hash[:12],
-        )
-    _console().print(table)
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(target)
 
 
 def main() -> None:
-    app()
+    app(prog_name="tether")
 
 
-# Commands in their own modules register on `app` (imported last: they import from here).
-from tether.cli import serve_command, tree_command  # noqa: E402, F401
+# Names older command modules import from here (`from tether.cli.main import StoreOpt, _fail, ...`).
+_console, _fail, _store, _read = console, fail, store_url, read_store
+__all__ = ["JsonOpt", "StoreOpt", "TetherGroup", "app", "main", "register_commands"]
+
+register_commands(app)
 
 if __name__ == "__main__":
-    main()
+    # Run as `python -m tether.cli.main` this file is `__main__`; a command module that registers with a
+    # bare `@app.command()` imports `tether.cli.main`, so drive that module's app, which has every command.
+    from tether.cli import main as canonical
+
+    canonical.main()

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
-from tether.cli.main import StoreOpt, _console, _fail, _store, app
-from tether.contracts.errors import ConfigError, TetherError
-from tether.engine.engine import Engine
+from tether.cli.app import configured_store, resolve
+from tether.cli.shell import StoreOpt, console, esc
+from tether.contracts.errors import ConfigError
 
 
-@app.command()
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+
+
 def serve(
     app_target: Annotated[
         str | None, typer.Option("--app", help="MODULE:ENGINE: serve this application's engine (runs can start here).")
@@ -29,24 +32,13 @@ def serve(
 
         from tether.server import check_bind, create_app
     except ImportError as exc:
-        _fail(ConfigError(f"tether serve needs the server extra ({exc.name} is missing): pip install 'tether[server]'"))
-    try:
-        check_bind(host, token)
-        engine, mode = _engine(app_target, store)
-    except TetherError as exc:
-        _fail(exc)
-
-    asgi = create_app(engine, token=token, mode=mode, owns_engine=True)
-    where = f"app {app_target}" if app_target else f"store {_store(store)}"
-    _console().print(f"tether serve: {where} on http://{host}:{port}/" + (" (token required)" if token else ""))
+        raise ConfigError(
+            f"tether serve needs the server extra ({exc.name} is missing): pip install 'tether[server]'"
+        ) from None
+    check_bind(host, token)  # before the app is imported: a refused bind never runs user code
+    resolved = resolve(app=app_target, store=store)  # the one resolution every command uses
+    asgi = create_app(resolved.engine, token=token, mode="app" if resolved.source == "app" else "store",
+                      owns_engine=True)
+    where = f"app {app_target}" if app_target else f"store {configured_store(store)}"
+    console().print(f"tether serve: {esc(where)} on http://{host}:{port}/" + (" (token required)" if token else ""))
     uvicorn.run(asgi, host=host, port=port, log_level="warning")
-
-
-def _engine(app_target: str | None, store: str | None) -> tuple[Engine, Literal["app", "store"]]:
-    if app_target is not None and store is not None:
-        raise ConfigError("pass --app MODULE:ENGINE or --store URL, not both (the app's engine names its own store)")
-    if app_target is not None:
-        from tether.cli.app import load_engine
-
-        return load_engine(app_target), "app"
-    return Engine(store=_store(store)), "store"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Generic, Literal
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar
 
 from tether.contracts.stream import ErrorKind, FinishReason
 from tether.contracts.usage import Usage
 
 AgentStatus = Literal["ok", "error", "limit", "cancelled", "skipped"]
 Stage = Literal["loop", "summarize", "reserve-summary", "finalize", "extract"]
+OutputT = TypeVar("OutputT", default=Any)
+"""What `AgentResult.output` holds: the final text (`str`) or the `output=` model (bare `AgentResult` is `[Any]`)."""
 
 
 class AgentError(BaseModel):
@@ -48,13 +51,14 @@ class ToolBudgetSummary(BaseModel):
     limiter: Literal["max_tool_calls", "tool_units"] | None = None
 
 
-class AgentResult(BaseModel):
-    """Everything one agent invocation produced."""
+class AgentResult(BaseModel, Generic[OutputT]):
+    """Everything one agent invocation produced; `AgentResult[Verdict]` when it was asked for a `Verdict`."""
 
     model_config = ConfigDict(frozen=True)
 
     status: AgentStatus
-    output: Any = None
+    output: OutputT | None = None
+    """The final text, or the validated `output=` model; None when the invocation produced none."""
     usage: Usage = Usage()
     cost_usd: float = 0.0
     turns: int = 0

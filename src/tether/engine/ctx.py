@@ -6,9 +6,9 @@ import asyncio
 import inspect
 import json
 import uuid as uuidlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
@@ -16,6 +16,7 @@ from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
 from tether.contracts.events import ChildEnd, ChildStart, ExternalWaiting, LogLine, PhaseEnd, PhaseStart
 from tether.contracts.results import AgentError
+from tether.engine.agent_surface import AgentSurface
 from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import DroppedBranch, error_dict
@@ -27,6 +28,8 @@ from tether.journal.scope import child_segment, join, parallel_segment
 
 if TYPE_CHECKING:
     from tether.engine.agent_call import AgentCall
+
+R = TypeVar("R")
 
 
 class BranchOutcome(BaseModel):
@@ -87,8 +90,9 @@ def _revalidate(fn: Callable[..., Any], value: Any) -> Any:
         return value
 
 
-class Ctx:
-    """Per-run context. Every method journals (or is telemetry only, like `log`)."""
+class Ctx(AgentSurface):
+    """Per-run context. Every method journals (or is telemetry only, like `log`); `agent` and
+    `orchestrate` come from `AgentSurface`."""
 
     def __init__(self, segment: Segment, agent_call: AgentCall) -> None:
         self._seg = segment
@@ -100,6 +104,13 @@ class Ctx:
         return self._seg.run_id
 
     # -- host steps --------------------------------------------------------------------------
+    @overload
+    async def step(
+        self, label: str, fn: Callable[[], Awaitable[R]], *, key: str | None = None, deps: Sequence[Any] = ()
+    ) -> R: ...
+    @overload
+    async def step(self, label: str, fn: Callable[[], R], *, key: str | None = None, deps: Sequence[Any] = ()) -> R: ...
+
     async def step(self, label: str, fn: Callable[[], Any], *, key: str | None = None, deps: Sequence[Any] = ()) -> Any:
         """Run `fn` once; after it completed, resumes serve its journaled result."""
         frame = CURRENT_FRAME.get()
@@ -124,6 +135,17 @@ class Ctx:
         return value
 
     # -- concurrency -------------------------------------------------------------------------
+    @overload
+    async def parallel(
+        self, thunks: Sequence[Callable[[], Awaitable[R]]], *, settle: Literal[False] = False
+    ) -> list[R]: ...
+    @overload
+    async def parallel(
+        self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: Literal[True]
+    ) -> list[BranchOutcome]: ...
+    @overload
+    async def parallel(self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool) -> list[Any]: ...
+
     async def parallel(self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool = False) -> list[Any]:
         """Run branches concurrently, results in source order; `settle=True` never fails fast."""
         frame = CURRENT_FRAME.get()
@@ -190,6 +212,16 @@ class Ctx:
         return results
 
     # -- child workflows ---------------------------------------------------------------------
+    @overload
+    async def workflow(
+        self, child: Callable[..., Awaitable[R]], args: dict[str, Any] | None = None, *,
+        budget_fraction: float | None = None,
+    ) -> R: ...
+    @overload
+    async def workflow(
+        self, child: Workflow, args: dict[str, Any] | None = None, *, budget_fraction: float | None = None
+    ) -> Any: ...
+
     async def workflow(
         self,
         child: Workflow | Callable[..., Awaitable[Any]],
@@ -254,6 +286,11 @@ class Ctx:
         return value
 
     # -- suspension --------------------------------------------------------------------------
+    @overload
+    async def await_external(self, key: str, *, schema: type[R]) -> R: ...
+    @overload
+    async def await_external(self, key: str, *, schema: Mapping[str, Any] | None = None) -> Any: ...
+
     async def await_external(self, key: str, *, schema: Any = None) -> Any:
         """Suspend this branch until a value for `key` arrives (human in the loop).
 
@@ -339,15 +376,6 @@ class Ctx:
         """A journaled UUID4 string."""
         rng = self._seg.engine.rng
         return str(self._rand("uuid", None, lambda: str(uuidlib.UUID(int=rng.getrandbits(128), version=4))))
-
-    # -- agents ------------------------------------------------------------------------------
-    async def agent(self, prompt: str, **options: Any) -> Any:
-        """One agent invocation: a journaled, budgeted tool loop (see docs/agents.md)."""
-        return await self._agents.call(prompt, **options)
-
-    async def orchestrate(self, goal: str, **options: Any) -> Any:
-        """A dynamic orchestrator agent with a `spawn_agent` tool (see docs/agent-trees.md)."""
-        return await self._agents.orchestrate(goal, **options)
 
     # -- entry builders ----------------------------------------------------------------------
     def _entry(self, frame: Frame, kind: Any, key: str, **fields: Any) -> JournalEntry:

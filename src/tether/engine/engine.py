@@ -8,13 +8,13 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ulid import ULID
 
 from tether.budget.admission import LIFETIME_SPAWNS
-from tether.contracts.entries import JournalEntry, RunMeta
-from tether.contracts.errors import ConfigError, JournalSealedError, RunNotFoundError
+from tether.contracts.entries import JournalEntry, Lease, RunMeta
+from tether.contracts.errors import ConfigError, JournalSealedError, LeaseHeldError, RunNotFoundError
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
@@ -22,9 +22,9 @@ from tether.engine.agent_call import AgentProfile
 from tether.engine.event_log import EventLog
 from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
-from tether.engine.lease import LeaseKeeper
+from tether.engine.lease import LeaseKeeper, request_cancel
 from tether.engine.outcome import RunOutcome
-from tether.engine.runner import RunOptions, drive
+from tether.engine.runner import SETTLE_KEY, RunOptions, drive
 from tether.engine.segment import suspension_key
 from tether.engine.tool_runner import ToolRunner
 from tether.engine.tree import Containment
@@ -34,9 +34,12 @@ from tether.journal.matching import JournalIndex
 from tether.journal.tree import TreeReport
 from tether.pricing import PriceTable
 from tether.routing import ModelLike, Router
+from tether.tools.definition import Tool
 from tether.tools.permissions import Permissions
 
 DEFAULT_STORE = "sqlite:///.tether/tether.db"
+CancelResult = Literal["cancelled", "requested"]
+"""`engine.cancel`: settled `cancelled` now, or a request the driving process honours at its next renewal."""
 STORE_SCHEMES = ("memory://", "jsonl://", "sqlite://", "postgresql://", "postgres://")
 
 
@@ -114,9 +117,22 @@ class Engine:
             self.workflow_models[w.name] = model
         return w
 
-    def profile(self, agent_type: str, **options: Any) -> None:
+    def profile(
+        self,
+        agent_type: str,
+        *,
+        model: ModelLike | None = None,
+        system: str | None = None,
+        tools: Sequence[Tool] = (),
+        max_turns: int | None = None,
+        max_output_tokens: int | None = None,
+        est_cost: float | None = None,
+    ) -> None:
         """Register an agent profile: defaults for every `ctx.agent(..., agent_type=...)`."""
-        self.profiles[agent_type] = AgentProfile(**options)
+        self.profiles[agent_type] = AgentProfile(
+            model=model, system=system, tools=tuple(tools), max_turns=max_turns,
+            max_output_tokens=max_output_tokens, est_cost=est_cost,
+        )
 
     def workflow_model(self, name: str) -> ModelLike | None:
         return self.workflow_models.get(name)
@@ -129,6 +145,11 @@ class Engine:
         adapter_id, _, name = ref.partition(":")
         adapter = self.adapters.get(adapter_id)
         return adapter.caps(name).price if adapter is not None else None
+
+    @property
+    def store_url(self) -> str | None:
+        """The URL the engine's store was given as (None when a store object was passed)."""
+        return self._store_spec if isinstance(self._store_spec, str) else None
 
     async def store(self) -> JournalStore:
         if self._store is None:
@@ -186,19 +207,49 @@ class Engine:
         return handle
 
     async def run(
-        self, wf: Workflow | Callable[..., Awaitable[Any]] | str, args: Mapping[str, Any] | None = None, **options: Any
+        self,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        budget_usd: float | None = None,
+        containment: Containment | None = None,
+        deadline_s: float | None = None,
+        max_in_flight_exposure_usd: float | None = None,
+        strict_pricing: bool | None = None,
+        allow_unpriced: bool | None = None,
+        event_log: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
-        """Start a run and wait for its outcome."""
-        return await self.start(wf, args, **options)
+        """Start a run and wait for its outcome (the options are `start`'s)."""
+        return await self.start(
+            wf, args, run_id=run_id, budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
+            max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing,
+            allow_unpriced=allow_unpriced, event_log=event_log,
+        )
 
     def run_sync(
-        self, wf: Workflow | Callable[..., Awaitable[Any]] | str, args: Mapping[str, Any] | None = None, **options: Any
+        self,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        budget_usd: float | None = None,
+        containment: Containment | None = None,
+        deadline_s: float | None = None,
+        max_in_flight_exposure_usd: float | None = None,
+        strict_pricing: bool | None = None,
+        allow_unpriced: bool | None = None,
+        event_log: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
-        """`run` for scripts without an event loop."""
+        """`run` for scripts without an event loop (the engine's store is closed afterwards)."""
 
         async def main() -> RunOutcome:
             try:
-                return await self.run(wf, args, **options)
+                return await self.run(
+                    wf, args, run_id=run_id, budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
+                    max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing,
+                    allow_unpriced=allow_unpriced, event_log=event_log,
+                )
             finally:
                 await self.close()
 
@@ -284,6 +335,50 @@ class Engine:
         """Abandon a suspension (by key) or an entry (by seq) and everything scoped under it."""
         return await self._close(run_id, "abandon", key_or_seq, {"reason": reason})
 
+    async def cancel(self, run_id: str, reason: str = "cancelled") -> CancelResult:
+        """Cancel a run from any process.
+
+        A run no live segment drives (suspended, or its driver died) is settled `cancelled` at once
+        (`"cancelled"`). A run another process drives gets a durable request that its segment reads at its
+        next lease renewal (a third of the lease TTL) and settles `cancelled` on (`"requested"`). A run
+        that already finished is refused (`JournalSealedError`); an unknown one is `RunNotFoundError`.
+        """
+        store = await self.store()
+        await self._journal(run_id)  # an unknown run is refused before any lease is taken for it
+        if not isinstance(store, LeasableStore):
+            return await self._settle_cancelled(store, run_id, reason, None)
+        try:
+            async with LeaseKeeper(store, run_id, self.lease_ttl_s) as lease:
+                return await self._settle_cancelled(store, run_id, reason, lease)
+        except LeaseHeldError:
+            await request_cancel(store, run_id, reason, self.clock())
+            return "requested"
+
+    async def _settle_cancelled(
+        self, store: JournalStore, run_id: str, reason: str, lease: Lease | None
+    ) -> CancelResult:
+        entries = await self._journal(run_id)
+        index = JournalIndex.build(entries)
+        last = index.last_settle()
+        status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
+        if status == "cancelled":
+            return "cancelled"
+        if status in ("ok", "error", "exhausted"):
+            raise JournalSealedError(
+                f"run {run_id!r} already finished {status}; there is nothing to cancel", run_id=run_id, status=status
+            )
+        pending = [k for k in (suspension_key(e) for e in index.open_suspensions()) if k]
+        await store.append(run_id, JournalEntry(
+            seq=len(entries) + 1, kind="decision", key=SETTLE_KEY, ordinal=index.next_ordinal("", SETTLE_KEY),
+            label="settle", started_at=self.clock(),
+            value={"decision": "settle", "status": "cancelled", "value": None,
+                   "error": {"type": "Cancelled", "message": reason}, "pending": pending},
+        ), lease)
+        meta = await store.get_meta(run_id)
+        if meta is not None:
+            await store.put_meta(meta.model_copy(update={"status": "cancelled", "updated_at": self.clock()}), lease)
+        return "cancelled"
+
     async def _close(self, run_id: str, kind: str, target_ref: str | int, value: Any) -> bool:
         store = await self.store()
         keeper = LeaseKeeper(store, run_id, self.lease_ttl_s) if isinstance(store, LeasableStore) else None
@@ -328,6 +423,16 @@ class Engine:
     # -- read side ---------------------------------------------------------------------------
     async def runs(self, limit: int = 100) -> list[RunMeta]:
         return await (await self.store()).list_runs(limit=limit)
+
+    async def run_meta(self, run_id: str) -> RunMeta:
+        """What the store keeps about a run (workflow, status, args hash, ceiling); unknown is `RunNotFoundError`."""
+        meta = await (await self.store()).get_meta(run_id)
+        if meta is None:
+            raise RunNotFoundError(
+                f"no run {run_id!r} in this store. Check the run id (tether runs lists them) and the store URL.",
+                run_id=run_id,
+            )
+        return meta
 
     async def inspect(self, run_id: str) -> list[JournalEntry]:
         return await self._journal(run_id)

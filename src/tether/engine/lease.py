@@ -4,22 +4,48 @@ A renewal the store refuses (another driver took the run over) loses the lease a
 keep failing (the store is unreachable) lose it once two thirds of the TTL have passed since the last
 good one, so this driver stops before anyone else may take the run. Losing it calls `on_lost`, which
 cancels the segment: in-flight calls are cut and nothing more is written.
+
+The renewal loop also reads the run's cancel request (`engine.cancel` from another process writes it
+to the store), so a driven run stops within one renewal interval of being asked to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from types import TracebackType
 
+from ulid import ULID
+
 from tether.contracts.entries import Lease
 from tether.contracts.errors import LeaseHeldError, TetherError
-from tether.contracts.protocols import LeasableStore
+from tether.contracts.protocols import JournalStore, LeasableStore
 from tether.stores.leases import current_owner
 
 LostListener = Callable[[TetherError], None]
+CancelListener = Callable[[str], None]
+
+
+def cancel_request_key(run_id: str) -> str:
+    """The blob a cancel request of `run_id` is written to."""
+    return f"{run_id}/cancel-request"
+
+
+async def request_cancel(store: JournalStore, run_id: str, reason: str, now: float) -> None:
+    """Durably ask whoever drives `run_id` to cancel it (each request is unique, so a new one is always seen)."""
+    body = {"reason": reason, "requested_at": now, "id": str(ULID())}
+    await store.put_blob(cancel_request_key(run_id), json.dumps(body).encode())
+
+
+def _reason(data: bytes) -> str:
+    try:
+        reason = json.loads(data).get("reason")
+    except (ValueError, AttributeError):
+        reason = None
+    return str(reason or "cancelled by request")
 
 
 class LeaseKeeper:
@@ -32,12 +58,15 @@ class LeaseKeeper:
         self.lease: Lease | None = None
         self.lost: TetherError | None = None
         self._on_lost: LostListener | None = None
+        self._on_cancel: CancelListener | None = None
+        self._cancel_seen: bytes | None = None
         self._renewed_at = 0.0
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Lease:
         self.lease = await self.store.acquire(self.run_id, current_owner(), self.ttl_s)
         self._renewed_at = time.monotonic()
+        self._cancel_seen = await self._cancel_request()  # a request older than this segment is not for it
         self._task = asyncio.create_task(self._keep())
         return self.lease
 
@@ -58,6 +87,22 @@ class LeaseKeeper:
         if self.lost is not None:
             listener(self.lost)
 
+    def on_cancel(self, listener: CancelListener) -> None:
+        """Call `listener(reason)` when another process asks to cancel the run (seen at a renewal)."""
+        self._on_cancel = listener
+
+    async def _cancel_request(self) -> bytes | None:
+        with contextlib.suppress(TetherError, OSError):
+            return await self.store.get_blob(cancel_request_key(self.run_id))
+        return None
+
+    async def _check_cancel(self) -> None:
+        data = await self._cancel_request()
+        if data is not None and data != self._cancel_seen:
+            self._cancel_seen = data
+            if self._on_cancel is not None:
+                self._on_cancel(_reason(data))
+
     def _lose(self, error: TetherError) -> None:
         self.lost = error
         if self._on_lost is not None:
@@ -72,6 +117,7 @@ class LeaseKeeper:
             try:
                 self.lease = await asyncio.wait_for(self.store.renew(self.lease), timeout=interval)
                 self._renewed_at, wait = time.monotonic(), interval
+                await self._check_cancel()
             except LeaseHeldError as exc:
                 self._lose(exc)
                 return

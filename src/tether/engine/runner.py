@@ -211,6 +211,7 @@ async def _drive(
         )
         if keeper is not None:
             keeper.on_lost(seg.lose)
+            keeper.on_cancel(seg.cancel.abort)
         seg.tree = Tree(seg, opts.containment, engine.concurrency)
         agents = AgentCall(seg)
         ctx = Ctx(seg, agents)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ChatRequest, OutputFormat
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, ModelCaps, StreamError
@@ -149,6 +151,12 @@ class SdkAdapter(Generic[ClientT]):
         client: ClientT | None = None,
         model_caps: CapsOverride = None,
     ) -> None:
+        if client is None and self.key_env and not (api_key or os.environ.get(self.key_env)):
+            raise ConfigError(
+                f"the {self.id} adapter has no API key: set {self.key_env} in the environment or pass "
+                f"api_key= (or client=); nothing was called",
+                env=self.key_env, adapter=self.id,
+            )
         self._api_key = api_key
         self._base_url = base_url
         self._client = client
@@ -168,7 +176,7 @@ class SdkAdapter(Generic[ClientT]):
         return self._caps[model]
 
     def client(self) -> ClientT:
-        """The SDK client (built on first use so a missing key fails the call, not the import)."""
+        """The SDK client, built on first use (the key was checked at construction)."""
         if self._client is None:
             self._client = self.make_client()
         return self._client

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tether.contracts.messages import ChatRequest, RawPart
@@ -25,7 +26,7 @@ from tether.contracts.stream import (
     UsageDelta,
 )
 from tether.contracts.usage import Usage
-from tether.journal.canonical import canonical_json
+from tether.journal.canonical import canonical_json, to_jsonable
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class Reply:
     retry_after_ms: int | None = None
     message: str | None = None
     raw: Sequence[dict[str, Any]] = ()
+    output: Any = None
+    """A structured answer (a dict, a list, a pydantic model): sent the way the request asks for one,
+    as an `emit_result` call under the forced-tool tier, else as JSON text."""
 
 
 Script = Sequence[Reply] | Callable[[ChatRequest], Reply]
@@ -147,9 +151,31 @@ async def _sleep(seconds: float, signal: Signal | None) -> bool:
         waiter.cancel()
 
 
+# The forced-tool tier's tool (tether.agents.structured.EMIT_RESULT; a leaf cannot import it).
+EMIT_RESULT = "emit_result"
+_WRAP_KEY = "result"
+
+
+def structured(reply: Reply, request: ChatRequest) -> Reply:
+    """`reply` with its `output` put where the request's structured-output tier reads it."""
+    if reply.output is None:
+        return reply
+    value = to_jsonable(reply.output, what="Reply.output")
+    emit = next((t for t in request.tools if t.name == EMIT_RESULT), None)
+    if emit is None:  # native or prompted JSON: the answer is the text
+        return replace(reply, text=json.dumps(value), output=None)
+    params = emit.parameters
+    wrapped = set(params.get("properties") or {}) == {_WRAP_KEY} and params.get("required") == [_WRAP_KEY]
+    if wrapped and not (isinstance(value, dict) and set(value) == {_WRAP_KEY}):
+        value = {_WRAP_KEY: value}  # a non-object schema rides under `result`
+    args = value if isinstance(value, dict) else {_WRAP_KEY: value}
+    return replace(reply, tool_calls=[*reply.tool_calls, ToolCall(EMIT_RESULT, args)], output=None)
+
+
 async def _play(
     reply: Reply, request: ChatRequest, signal: Signal | None, family: str
 ) -> AsyncIterator[ChatEvent]:
+    reply = structured(reply, request)
     if reply.error is not None:
         if await _sleep(reply.latency_s, signal):
             yield Finish(reason="cancelled", usage=Usage(approximate=True))
@@ -217,7 +243,14 @@ def fake(
     script: Script = (),
     *,
     prices: Mapping[str, Price] | None = None,
-    **caps: Any,
+    family: str | None = None,
+    context_window: int = 200_000,
+    max_output_tokens: int = 8_192,
+    output_floor: int = 1,
+    structured_output: Literal["native", "tool", "prompt"] = "tool",
 ) -> FakeModel:
     """A scripted model for tests: `tether.models.fake("fake", script=[Reply(...)], prices=...)`."""
-    return FakeModel(id, script, prices=prices, **caps)
+    return FakeModel(
+        id, script, prices=prices, family=family, context_window=context_window,
+        max_output_tokens=max_output_tokens, output_floor=output_floor, structured_output=structured_output,
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -241,3 +241,43 @@ def cassette(
 ) -> CassetteModel:
     """Wrap `model` so its calls replay from (or record to) the cassette at `path`."""
     return CassetteModel(model, path, mode)
+
+
+REPLAY_ONLY_KEY = "replay-only"
+"""The key a replay-only adapter is built with: a replayed cassette never reaches the provider."""
+
+
+def fixture_cassette(
+    model: ChatModel | Callable[..., ChatModel], path: str | os.PathLike[str], mode: Mode | None = None
+) -> CassetteModel:
+    """A cassette whose mode follows the file: replay when `path` exists, record when it does not and
+    the adapter has its key, else a `ConfigError` naming the file and the key to set.
+
+    `model` may be an adapter factory (`tether.models.anthropic`): it is called with no arguments, and
+    when that fails for want of a key, with a placeholder key, which is all a replay needs.
+    """
+    where = Path(path)
+    adapter, missing_key = _adapter(model)
+    if mode is None:
+        mode = "replay" if where.exists() else "record"
+    if mode != "replay" and missing_key is not None:
+        state = "does not exist" if not where.exists() else f"is opened with mode={mode!r}"
+        raise ConfigError(
+            f"cassette {where} {state} and there is no API key to record it with: set {missing_key} and run the "
+            f"test once to record it, then commit the file (replays need no key)",
+            path=str(where), env=missing_key,
+        )
+    return CassetteModel(adapter, where, mode)
+
+
+def _adapter(model: ChatModel | Callable[..., ChatModel]) -> tuple[ChatModel, str | None]:
+    """The adapter, and the env var of the key it lacks (None when it has one or needs none)."""
+    if isinstance(model, ChatModel) and not isinstance(model, type):
+        return model, None
+    try:
+        return model(), None
+    except ConfigError as exc:
+        env = exc.data.get("env")
+        if not env:
+            raise
+        return model(api_key=REPLAY_ONLY_KEY), str(env)

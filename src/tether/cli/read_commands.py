@@ -1,0 +1,134 @@
+"""The read side over an existing store: `runs`, `inspect`, `cost`, `ledger`, and closing suspensions.
+
+None of these creates a store: a `--store` that names nothing is an error, not an empty table.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
+
+
+def register(app: typer.Typer) -> None:
+    for command in (runs, inspect, cost, ledger, resolve, abandon):
+        app.command()(command)
+
+
+def runs(
+    limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 100,
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the store's runs, newest first."""
+    metas = read_store(store, lambda e: e.runs(limit=limit))
+    if json_out:
+        emit_json([m.model_dump(mode="json", exclude={"args"}) for m in metas])
+        return
+    table = Table("run id", "workflow", "status", "budget", "segments")
+    for m in metas:
+        budget = "-" if m.budget_usd is None else f"{m.budget_usd:.2f}"
+        table.add_row(esc(m.run_id), esc(m.workflow), esc(m.status), budget, str(m.segments))
+    console().print(table)
+
+
+def inspect(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """RUN_ID's journal, one row per entry."""
+    entries = read_store(store, lambda e: e.inspect(run_id))
+    if json_out:
+        emit_json([e.to_json_dict() for e in entries])
+        return
+    table = Table("seq", "ref", "kind", "status", "scope", "label", "key", "cost", title=f"journal of {esc(run_id)}")
+    for e in entries:
+        table.add_row(
+            str(e.seq),
+            "" if e.ref is None else str(e.ref),
+            e.kind,
+            esc(e.status or ""),
+            esc(e.scope),
+            esc(e.label or ""),
+            e.key[:10],
+            "" if e.cost_usd is None else f"{e.cost_usd:.6f}",
+        )
+    console().print(table)
+
+
+def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """RUN_ID's cost report (a pure fold over its journal)."""
+    report = read_store(store, lambda e: e.cost(run_id))
+    if json_out:
+        emit_json(report.model_dump(mode="json"))
+        return
+    con = console()
+    con.print(
+        f"total {report.total_usd:.6f} USD over {report.provider_calls} provider calls"
+        + (" (approximate)" if report.approximate else "")
+    )
+    for title, rows in (
+        ("model", report.by_model),
+        ("phase", report.by_phase),
+        ("role", report.by_role),
+        ("agent type", report.by_agent_type),
+    ):
+        for k, v in rows.items():
+            con.print(f"  by {title:<10} {esc(k):<40} {v:.6f}")
+    for model, usage in report.unpriced.items():
+        con.print(
+            f"  [yellow]unpriced[/yellow] {esc(model)}: {usage.input_tokens} in / {usage.output_tokens} out tokens"
+        )
+
+
+def ledger(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """RUN_ID's tool effect ledger: one row per dispatch attempt (orphans have no outcome)."""
+    rows = read_store(store, lambda e: e.effect_ledger(run_id))
+    if json_out:
+        emit_json([r.model_dump(mode="json") for r in rows])
+        return
+    table = Table("attempt", "tool", "executor", "outcome", "exit", "signal", "ms", "args sha256")
+    for r in rows:
+        table.add_row(
+            esc(r.attempt_id[:12]),
+            esc(r.tool),
+            esc(r.executor),
+            esc(r.outcome) if r.outcome else "[yellow]orphan[/yellow]",
+            "" if r.exit_code is None else str(r.exit_code),
+            esc(r.signal or ""),
+            "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
+            r.args_hash[:12],
+        )
+    console().print(table)
+
+
+def resolve(
+    run_id: str,
+    key: str,
+    value: Annotated[str, typer.Argument(help="JSON, or plain text taken as a string.")],
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Resolve suspension KEY of RUN_ID with VALUE; `tether resume` then continues the run."""
+    parsed: Any = parse_json_value(value)
+    ok = read_store(store, lambda e: e.resolve_external(run_id, key, parsed))
+    if json_out:
+        emit_json({"run_id": run_id, "key": key, "resolved": ok})
+        return
+    console().print("resolved" if ok else "already closed (the first closer won); nothing written")
+
+
+def abandon(
+    run_id: str,
+    key_or_seq: str,
+    reason: Annotated[str, typer.Option("--reason", help="Why; kept in the abandon entry.")] = "",
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Abandon a suspension (by key) or an entry (by seq) and everything scoped under it."""
+    target: str | int = int(key_or_seq) if key_or_seq.isdigit() else key_or_seq
+    ok = read_store(store, lambda e: e.abandon(run_id, target, reason))
+    if json_out:
+        emit_json({"run_id": run_id, "target": target, "abandoned": ok})
+        return
+    console().print("abandoned" if ok else "nothing to abandon")

@@ -1,0 +1,219 @@
+"""`tether run`, `tether resume` and `tether cancel`: drive a run and report how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from tether.cli.app import Resolved, resolve
+from tether.cli.outcome import print_outcome
+from tether.cli.shell import (
+    JsonOpt,
+    StoreOpt,
+    console,
+    emit_json,
+    engine_on,
+    esc,
+    existing_store,
+    parse_args,
+    run_async,
+    store_url,
+    usage,
+)
+from tether.contracts.entries import RunMeta
+from tether.contracts.errors import ConfigError, RunNotFoundError
+from tether.engine.engine import Engine
+from tether.engine.handle import RunHandle
+from tether.engine.outcome import RunOutcome
+from tether.engine.workflow import Workflow
+from tether.journal.canonical import content_key
+
+AppOpt = Annotated[
+    str | None,
+    typer.Option("--app", help="MODULE:ATTR naming your tether.Engine (default: MODULE's `engine`, else a bare one)."),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Drive an existing run even though its args or workflow differ.")
+]
+EventsOpt = Annotated[str | None, typer.Option("--events", help="Append the run's events to FILE (JSONL).")]
+ProgressOpt = Annotated[
+    bool | None, typer.Option("--progress/--no-progress", help="The live view (default: on a terminal).")
+]
+
+
+async def watch(handle: RunHandle, progress: bool | None, json_out: bool) -> RunOutcome:
+    """The run's outcome, shown live on a terminal (or as plain lines with --progress off one)."""
+    if not (progress if progress is not None else (not json_out and sys.stdout.isatty())):
+        return await handle
+    from tether.observability.progress import progress as live_view
+
+    return await live_view(handle, console=Console(highlight=False))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
+    app.command()(resume)
+    app.command()(cancel)
+
+
+def run(
+    target: Annotated[str, typer.Argument(metavar="MODULE:WORKFLOW", help="The workflow to run.")],
+    args: Annotated[str | None, typer.Option("--args", help="JSON object of workflow args.")] = None,
+    budget: Annotated[float | None, typer.Option("--budget", help="USD ceiling, fixed for the run's life.")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: a new ULID).")] = None,
+    app_target: AppOpt = None,
+    force: ForceOpt = False,
+    store: StoreOpt = None,
+    events: EventsOpt = None,
+    progress: ProgressOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run MODULE:WORKFLOW with --args under an optional --budget; an existing --run-id continues that run."""
+    parsed = parse_args(args) or {}
+    resolved = resolve(app=app_target, workflow=target, store=store)
+    wf = resolved.workflow
+    assert wf is not None
+
+    async def go() -> tuple[RunOutcome, float | None]:
+        engine = resolved.engine
+        try:
+            if run_id is not None:
+                meta = await _existing(engine, run_id)
+                if meta is not None and not force:
+                    _same_run(meta, wf, parsed, "run")
+            handle = engine.start(wf, parsed, run_id=run_id, budget_usd=budget, event_log=events)
+            outcome = await watch(handle, progress, json_out)
+            return outcome, await _ceiling(engine, outcome.run_id, budget)
+        finally:
+            await engine.close()
+
+    outcome, ceiling = run_async(go)
+    raise typer.Exit(print_outcome(outcome, ceiling, resolved, target, json_out))
+
+
+def resume(
+    run_id: str,
+    target: Annotated[
+        str | None, typer.Option("--workflow", help="MODULE:WORKFLOW (optional when --app registers the workflow).")
+    ] = None,
+    args: Annotated[str | None, typer.Option("--args", help="JSON args; must match the run's unless --force.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Replay-strict: no live call, nothing written.")] = False,
+    app_target: AppOpt = None,
+    force: ForceOpt = False,
+    store: StoreOpt = None,
+    events: EventsOpt = None,
+    progress: ProgressOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Resume RUN_ID from its journal: completed calls replay for free."""
+    if target is None and app_target is None:
+        usage("tether resume needs --workflow MODULE:WORKFLOW, or --app MODULE:ATTR naming an engine that "
+              "registers the run's workflow")
+    parsed = parse_args(args)
+    resolved = resolve(app=app_target, workflow=target, store=store)
+    if resolved.source == "default":
+        existing_store(store_url(store))
+
+    async def go() -> tuple[RunOutcome, float | None]:
+        engine = resolved.engine
+        try:
+            meta = await engine.run_meta(run_id)
+            wf = _workflow_of(resolved, meta)
+            if not force:
+                _same_run(meta, wf, parsed, "resume")
+            handle = await engine.start_resume(run_id, wf, parsed, dry_run=dry_run, event_log=events)
+            outcome = await watch(handle, progress, json_out)
+            return outcome, meta.budget_usd
+        finally:
+            await engine.close()
+
+    outcome, ceiling = run_async(go)
+    raise typer.Exit(print_outcome(outcome, ceiling, resolved, target, json_out))
+
+
+def cancel(
+    run_id: str,
+    reason: Annotated[str, typer.Option("--reason", help="Why; kept in the run's settle entry.")] = "cancelled",
+    wait: Annotated[
+        float, typer.Option("--wait", help="Seconds to wait for a run driven elsewhere to settle.")
+    ] = 0.0,
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Cancel RUN_ID: settled at once when nothing drives it, else stopped by its driver at the next lease renewal."""
+    url = store_url(store)
+    engine = engine_on(url)
+    existing_store(url)
+
+    async def go() -> tuple[str, str]:
+        try:
+            result = await engine.cancel(run_id, reason)
+            deadline = time.monotonic() + wait
+            status = (await engine.run_meta(run_id)).status
+            while result == "requested" and status == "running" and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                status = (await engine.run_meta(run_id)).status
+            return result, status
+        finally:
+            await engine.close()
+
+    result, status = run_async(go)
+    if json_out:
+        emit_json({"run_id": run_id, "result": result, "status": status})
+        return
+    if result == "cancelled":
+        console().print(f"run {esc(run_id)}: cancelled")
+    elif status == "running":
+        console().print(
+            f"run {esc(run_id)}: cancel requested; the process driving it stops it at its next lease renewal "
+            f"(a third of the lease TTL, 20 s by default)"
+        )
+    else:
+        console().print(f"run {esc(run_id)}: cancel requested; the run settled {esc(status)}")
+
+
+async def _existing(engine: Engine, run_id: str) -> RunMeta | None:
+    try:
+        return await engine.run_meta(run_id)
+    except RunNotFoundError:
+        return None
+
+
+async def _ceiling(engine: Engine, run_id: str, given: float | None) -> float | None:
+    meta = await _existing(engine, run_id)
+    return meta.budget_usd if meta is not None else given
+
+
+def _workflow_of(resolved: Resolved, meta: RunMeta) -> Workflow:
+    if resolved.workflow is not None:
+        return resolved.workflow
+    known = resolved.engine.workflows.get(meta.workflow)
+    if known is None:
+        raise ConfigError(
+            f"run {meta.run_id!r} is a run of workflow {meta.workflow!r}, which the engine {resolved.target} does not "
+            f"register; pass --workflow MODULE:WORKFLOW (or register it: Engine(workflows=[...]))",
+            run_id=meta.run_id, workflow=meta.workflow,
+        )
+    return known
+
+
+def _same_run(meta: RunMeta, wf: Workflow, args: dict[str, Any] | None, verb: str) -> None:
+    """Refuse to drive an existing run with another workflow or other args (the journal would not fit them)."""
+    if meta.workflow != wf.name:
+        raise ConfigError(
+            f"run {meta.run_id!r} is a run of workflow {meta.workflow!r}, not {wf.name!r}; {verb} it with its own "
+            f"workflow, pick a new --run-id, or pass --force",
+            run_id=meta.run_id, workflow=meta.workflow,
+        )
+    if args is not None and meta.args_hash is not None and content_key(args) != meta.args_hash:
+        same = "omit --args to resume with them" if verb == "resume" else f"`tether resume {meta.run_id}` to go on"
+        raise ConfigError(
+            f"--args differ from the ones run {meta.run_id!r} started with; pass the same --args (or {same}), "
+            f"pick a new --run-id, or pass --force to {verb} it with these",
+            run_id=meta.run_id,
+        )

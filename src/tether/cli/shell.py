@@ -1,0 +1,183 @@
+"""What every `tether` command shares: exit codes, one-line errors, the store option, safe printing.
+
+Commands live in their own modules and register on the typer app through a `register(app)`
+function; they import these helpers, never each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tether.cli.app import CommandLineError, configured_store
+from tether.contracts.errors import ConfigError, TetherError
+from tether.engine.engine import DEFAULT_STORE, Engine
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_EXHAUSTED = 3
+EXIT_SUSPENDED = 4
+EXIT_CANCELLED = 5
+STATUS_EXIT = {
+    "ok": EXIT_OK,
+    "error": EXIT_ERROR,
+    "exhausted": EXIT_EXHAUSTED,
+    "suspended": EXIT_SUSPENDED,
+    "cancelled": EXIT_CANCELLED,
+    "running": EXIT_ERROR,
+}
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok, 1 error, 2 usage error, 3 exhausted (a ceiling stopped the run), "
+    "4 suspended (waiting for `tether resolve`), 5 cancelled."
+)
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option("--store", help=f"Store URL (default: TETHER_STORE, else {DEFAULT_STORE} in the working directory)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (one JSON document on stdout).")]
+
+
+def store_url(url: str | None) -> str:
+    """The store a command uses: `--store`, else `TETHER_STORE`, else the documented default."""
+    return configured_store(url)
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def fail(exc: BaseException, *, code: int = EXIT_ERROR) -> NoReturn:
+    """Print one line on stderr (`error (code): message`) and exit non-zero (2 for a malformed command line)."""
+    if isinstance(exc, TetherError):
+        line = f"error ({exc.code}): {exc.message}"
+        code = EXIT_USAGE if isinstance(exc, CommandLineError) else code
+    elif isinstance(exc, typer.TyperException):  # typer's own usage errors (unknown option, missing argument)
+        line, code = f"error (usage): {exc.format_message()}", int(getattr(exc, "exit_code", EXIT_USAGE))
+    else:
+        line = f"error (internal): {type(exc).__name__}: {exc} (run with --debug for the traceback)"
+    typer.echo(one_line(line), err=True)
+    raise typer.Exit(code)
+
+
+def usage(message: str) -> NoReturn:
+    raise CommandLineError(message)
+
+
+def console() -> Console:
+    """Human output on stdout. Anything taken from user data must go through `esc`."""
+    return Console(highlight=False, soft_wrap=True)
+
+
+def esc(value: Any) -> str:
+    """`value` as text that rich prints literally (`[true, null]` stays `[true, null]`)."""
+    return escape(str(value))
+
+
+def emit_json(doc: Any) -> None:
+    typer.echo(json.dumps(doc, default=str))
+
+
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the command's coroutine on a fresh event loop (errors are handled by the group)."""
+    return asyncio.run(make())
+
+
+def existing_store(url: str) -> str:
+    """`url` if it names a store that exists; read commands never create one.
+
+    SQLite and JSONL stores are files and directories that must be there already; a PostgreSQL
+    database must exist (its tables are read as they are); `memory://` holds nothing across processes.
+    """
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    where = f"the store URL {url!r}"
+    if scheme == "memory":
+        raise ConfigError(
+            f"{where} is in-memory: it keeps runs inside one process only, so there is nothing here to read. "
+            f"Pass --store with the URL the runs were written to (or set TETHER_STORE).",
+            url=url,
+        )
+    if scheme == "sqlite" and sep:
+        path = rest[1:] if rest.startswith("/") else rest
+        if path and path != ":memory:" and not Path(path).is_file():
+            raise ConfigError(
+                f"no store at {url} (the file {os.path.abspath(path)} does not exist; nothing was created). "
+                f"Pass --store with the URL the runs were written to (default {DEFAULT_STORE}, relative to "
+                f"the working directory).",
+                url=url,
+            )
+    if scheme == "jsonl" and sep and rest.strip("/") and not Path(rest).is_dir():
+        raise ConfigError(
+            f"no store at {url} (the directory {os.path.abspath(rest)} does not exist; nothing was created). "
+            f"Pass --store with the URL the runs were written to.",
+            url=url,
+        )
+    return url
+
+
+def engine_on(url: str) -> Engine:
+    """An engine on `url`; a URL tether cannot parse is a usage error."""
+    try:
+        return Engine(store=url)
+    except ConfigError as exc:
+        usage(exc.message)
+
+
+def read_store(store: str | None, fn: Callable[[Engine], Awaitable[T]]) -> T:
+    """Run a read command's `fn` against the existing store `--store` names, then close it."""
+    url = store_url(store)
+    engine = engine_on(url)
+    existing_store(url)
+
+    async def go() -> T:
+        try:
+            return await fn(engine)
+        finally:
+            await engine.close()
+
+    return run_async(go)
+
+
+def parse_json_value(text: str) -> Any:
+    """A JSON value, or the text itself when it is not JSON (`tether resolve run key yes`)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_args(text: str | None, option: str = "--args") -> dict[str, Any] | None:
+    """`--args` as a JSON object; anything else is a usage error naming what was wrong."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        usage(f"{option} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+              f"pass a JSON object, e.g. {option} '{{\"question\": \"Monorepo?\"}}'")
+    if not isinstance(value, dict):
+        usage(f"{option} must be a JSON object of workflow arguments, got a JSON {_json_kind(value)} "
+              f"({one_line(text)[:60]}); e.g. {option} '{{\"question\": \"Monorepo?\"}}'")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else "null"
