@@ -125,18 +125,31 @@ def run(
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
     store: StoreOpt = None,
     json_out: JsonOpt = False,
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", is_flag=False, flag_value="default", help="Queue it for workers (NAME: default)."),
+    ] = None,
+    priority: Annotated[int, typer.Option("--priority", help="With --queue: higher runs first.")] = 0,
 ) -> None:
-    """Run MODULE:WORKFLOW with --args JSON under an optional --budget USD."""
+    """Run MODULE:WORKFLOW with --args JSON under an optional --budget USD (or --queue it for workers)."""
 
     async def go() -> Any:
         wf = _load_workflow(target)
         engine = Engine(store=_store(store))
         try:
+            if queue is not None:
+                return await engine.enqueue(
+                    wf, json.loads(args), run_id=run_id, budget_usd=budget, queue=queue, priority=priority
+                )
             return await engine.run(wf, json.loads(args), run_id=run_id, budget_usd=budget)
         finally:
             await engine.close()
 
-    _print_outcome(_run(go), json_out)
+    out = _run(go)
+    if isinstance(out, str):
+        print(json.dumps({"run_id": out, "queue": queue}) if json_out else f"{out}: queued on {queue}")
+        return
+    _print_outcome(out, json_out)
 
 
 @app.command()
@@ -194,9 +207,16 @@ def _read(store: str | None, fn: Callable[[Engine], Awaitable[T]]) -> T:
 
 
 @app.command()
-def runs(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+def runs(
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only runs in this status (queued, running, suspended, ok, ...).")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+) -> None:
     """List runs in the store, newest first."""
-    metas = _read(store, lambda e: e.runs())
+    metas = _read(store, lambda e: e.runs(limit, status=status))
     if json_out:
         print(json.dumps([m.model_dump(mode="json", exclude={"args"}) for m in metas]))
         return
@@ -303,7 +323,7 @@ def main() -> None:
 
 
 # Commands in their own modules register on `app` (imported last: they import from here).
-from tether.cli import tree_command  # noqa: E402, F401
+from tether.cli import tree_command, worker_command  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

@@ -17,6 +17,7 @@ from tether.contracts.errors import ConfigError, JournalSealedError, RunNotFound
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
+from tether.engine import queue as run_queue
 from tether.engine.agent_call import AgentProfile
 from tether.engine.events import EventStream
 from tether.engine.handle import RunHandle
@@ -57,9 +58,16 @@ class Engine:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        queues: Mapping[str, int] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        for name, cap in (queues or {}).items():
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+                raise ConfigError(f"queues[{name!r}] must be a positive int (runs at once across all workers), "
+                                  f"got {cap!r}")
+        self.queues: dict[str, int] = dict(queues or {})
+        """Cluster-wide caps of runs held at once per queue, enforced when workers claim."""
         self.adapters: dict[str, ChatModel] = {}
         for m in models:
             if m.id in self.adapters:
@@ -118,6 +126,14 @@ class Engine:
 
             self._store = open_store(self._store_spec)
         return self._store
+
+    def use_store(self, store: str | JournalStore) -> None:
+        """Point the engine at another store before it is first used (`tether worker --store URL`)."""
+        if self._store is not None:
+            raise ConfigError("use_store() must be called before the engine first uses its store")
+        if isinstance(store, str) and not store.startswith(STORE_SCHEMES):
+            raise ConfigError(f"unknown store URL {store!r}; use one of: {', '.join(STORE_SCHEMES)}", url=store)
+        self._store_spec = store
 
     async def close(self) -> None:
         if self._store is not None:
@@ -179,6 +195,34 @@ class Engine:
                 await self.close()
 
         return asyncio.run(main())
+
+    async def enqueue(
+        self,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        budget_usd: float | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        **run_options: Any,
+    ) -> str:
+        """Queue a run for `tether worker` processes (PostgreSQL stores) and return its id at once.
+
+        The run is written whole first (durable options in its genesis, status `queued`). Higher
+        `priority` runs first, then the oldest. An id already queued is left as it is (idempotent).
+        """
+        return await run_queue.enqueue(
+            self, self._workflow(wf), args, run_id=run_id, budget_usd=budget_usd, queue=queue, priority=priority,
+            run_options=run_options,
+        )
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunOutcome:  # noqa: ASYNC109 (the named API)
+        """The outcome of `run_id` once it settles, wherever it is driven (`TimeoutError` after `timeout` s).
+
+        The outcome is folded from the journal: its value is the journaled JSON form.
+        """
+        return await run_queue.wait(self, run_id, timeout)
 
     async def resume(
         self,
@@ -256,6 +300,7 @@ class Engine:
                     raise ConfigError(f"run {run_id!r} has no open suspension or entry {target_ref!r}")
             if kind == "resolution" and target.kind not in ("external", "approval"):
                 raise JournalSealedError(f"seq {target.seq} is a {target.kind} entry, not a suspension")
+            await run_queue.requeue_before_close(store, keeper.lease if keeper is not None else None)
             closer = JournalEntry(
                 seq=len(entries) + 1, kind=kind, ref=target.seq, scope=target.scope, key=target.key, value=value,
                 started_at=self.clock(),
@@ -275,8 +320,9 @@ class Engine:
         return entries
 
     # -- read side ---------------------------------------------------------------------------
-    async def runs(self, limit: int = 100) -> list[RunMeta]:
-        return await (await self.store()).list_runs(limit=limit)
+    async def runs(self, limit: int = 100, *, status: str | None = None) -> list[RunMeta]:
+        """Runs newest first; `status` keeps one status (`queued`, `running`, `suspended`, `ok`, ...)."""
+        return await run_queue.runs(self, limit, status)
 
     async def inspect(self, run_id: str) -> list[JournalEntry]:
         return await self._journal(run_id)

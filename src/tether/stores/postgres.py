@@ -1,7 +1,11 @@
 """`PostgresStore`: journals in PostgreSQL (psycopg 3), shared by workers on any number of hosts.
 
 psycopg is imported here only, when the store first connects, so `import tether` never needs it.
-Appends and lease changes of one run serialize on `pg_advisory_xact_lock(hashtext(run_id))`.
+Every write is one round trip on a `psycopg_pool` pool: a server-side function (see `postgres_sql`)
+takes the run's advisory lock, checks the lease by the database's clock, checks the writer's view of
+the head and inserts the rows the client numbered and checksummed with the shared codec. Concurrent
+appends to one run from one store ride along in the next round trip (group commit). The run queue
+lives in the same schema (`postgres_queue`).
 """
 
 from __future__ import annotations
@@ -10,128 +14,147 @@ import asyncio
 import json
 import re
 import time
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import ConfigError, StoreUnavailableError
-from tether.stores.codec import decode_rows, effect_json, number_entries
-from tether.stores.leases import (
-    check_acquire,
-    check_fence,
-    new_lease,
-    releases,
-    renewed,
+from tether.contracts.errors import (
+    ConfigError,
+    JournalOrderViolation,
+    LeaseHeldError,
+    NonSerializableValueError,
+    StoreUnavailableError,
 )
+from tether.stores.codec import decode_rows, effect_json, number_entries
+from tether.stores.leases import check_acquire, check_fence, renewed
+from tether.stores.postgres_queue import PostgresQueue
+from tether.stores.postgres_sql import notify_channel, schema_statements, statements
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-_TABLES = """
-CREATE TABLE IF NOT EXISTS {s}.entries (
-    run_id text NOT NULL, seq bigint NOT NULL, json text NOT NULL, PRIMARY KEY (run_id, seq));
-CREATE TABLE IF NOT EXISTS {s}.meta (
-    run_id text PRIMARY KEY, created_at double precision NOT NULL, json text NOT NULL);
-CREATE INDEX IF NOT EXISTS meta_by_created ON {s}.meta (created_at DESC, run_id);
-CREATE TABLE IF NOT EXISTS {s}.blobs (key text PRIMARY KEY, data bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS {s}.effects (
-    id bigserial PRIMARY KEY, run_id text NOT NULL, json text NOT NULL);
-CREATE INDEX IF NOT EXISTS effects_by_run ON {s}.effects (run_id, id);
-CREATE TABLE IF NOT EXISTS {s}.leases (
-    run_id text PRIMARY KEY, owner text NOT NULL, epoch bigint NOT NULL,
-    expires_at double precision NOT NULL, ttl_s double precision NOT NULL);
-CREATE TABLE IF NOT EXISTS {s}.epochs (run_id text PRIMARY KEY, epoch bigint NOT NULL)
-"""
+_RETRIES = 32  # head races with writers in other processes before an append gives up
+_HEADS = 4096  # runs whose last seq a store remembers, to number appends that leave seq unset
 
 
-def _redacted(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages and health lines."""
     return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
 
 
-class PostgresStore:
-    """A journal store in one PostgreSQL schema (created on first use), with leases."""
+def split_dsn(dsn: str) -> tuple[str, str | None]:
+    """(the DSN libpq sees, the `schema=` query parameter tether reads from it, if any)."""
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    if schema is None:
+        return dsn, None
+    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+@dataclass
+class _Append:
+    """One caller's batch, waiting to ride along in the run's next round trip."""
+
+    entries: list[JournalEntry]
+    lease: Lease | None
+    done: asyncio.Future[list[int]] | None = None
+    result: list[int] | BaseException | None = field(default=None)
+
+    @property
+    def explicit(self) -> bool:
+        return any(e.seq is not None for e in self.entries)
+
+
+def _forget(tasks: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
+    def done(task: asyncio.Future[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a statement we stopped waiting for may fail quietly
+
+    return done
+
+
+def _settle(item: _Append) -> None:
+    """Hand a follower its result: its seqs, its error, or cancellation if the round trip never finished."""
+    done, result = item.done, item.result
+    if done is None or done.done():
+        return
+    if isinstance(result, Exception):
+        done.set_exception(result)
+    elif isinstance(result, list):
+        done.set_result(result)
+    else:
+        done.cancel()
+
+
+def _lease(run_id: str, owner: str | None, epoch: int | None, expires: float | None, ttl: float | None) -> Lease | None:
+    if owner is None or epoch is None or expires is None or ttl is None:
+        return None
+    return Lease(
+        run_id=run_id, owner=LeaseOwner.model_validate_json(owner), epoch=epoch, expires_at=expires, ttl_s=ttl
+    )
+
+
+class PostgresStore(PostgresQueue):
+    """A journal store and run queue in one PostgreSQL schema (created on first use), with leases.
+
+    The schema defaults to `tether`, or the URL's `?schema=NAME`. `clock` is this host's clock and
+    decides nothing: lease acquisition, renewal and expiry are judged by the database's clock.
+    """
 
     def __init__(
         self,
         dsn: str,
         *,
-        schema: str = "tether",
+        schema: str | None = None,
         min_size: int = 1,
         max_size: int = 8,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        conninfo, from_url = split_dsn(dsn)
+        schema = schema or from_url or "tether"
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError(
                 f"postgres schema {schema!r} is not a plain identifier; use letters, digits and "
                 f"'_' (at most 63), starting with a letter or '_'."
             )
         self.dsn = dsn
+        self.conninfo = conninfo
         self.schema = schema
+        self.channel = notify_channel(schema)
         self._sizes = (min_size, max_size)
         self._clock = clock
         self._pool: AsyncConnectionPool | None = None
         self._opening = asyncio.Lock()
-        s = f'"{schema}"'
-        self._sql = {
-            "lock": "SELECT pg_advisory_xact_lock(hashtext(%s))",
-            "head": f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM {s}.entries WHERE run_id = %s),"
-            f" l.owner, l.epoch, l.expires_at, l.ttl_s FROM (SELECT 1) AS one"
-            f" LEFT JOIN {s}.leases AS l ON l.run_id = %s",
-            "insert": f"INSERT INTO {s}.entries (run_id, seq, json)"
-            f" SELECT %s, unnest(%s::bigint[]), unnest(%s::text[])",
-            "load": f"SELECT seq, json FROM {s}.entries WHERE run_id = %s ORDER BY seq",
-            "meta_put": f"INSERT INTO {s}.meta (run_id, created_at, json) VALUES (%s, %s, %s)"
-            f" ON CONFLICT (run_id) DO UPDATE SET created_at = EXCLUDED.created_at,"
-            f" json = EXCLUDED.json",
-            "meta_get": f"SELECT json FROM {s}.meta WHERE run_id = %s",
-            "meta_list": f"SELECT json FROM {s}.meta ORDER BY created_at DESC, run_id LIMIT %s",
-            "blob_put": f"INSERT INTO {s}.blobs (key, data) VALUES (%s, %s)"
-            f" ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data",
-            "blob_get": f"SELECT data FROM {s}.blobs WHERE key = %s",
-            "effect_put": f"INSERT INTO {s}.effects (run_id, json) VALUES (%s, %s)",
-            "effect_load": f"SELECT json FROM {s}.effects WHERE run_id = %s ORDER BY id",
-            "epoch_get": f"SELECT epoch FROM {s}.epochs WHERE run_id = %s",
-            "epoch_put": f"INSERT INTO {s}.epochs (run_id, epoch) VALUES (%s, %s)"
-            f" ON CONFLICT (run_id) DO UPDATE SET epoch = EXCLUDED.epoch",
-            "lease_put": f"INSERT INTO {s}.leases (run_id, owner, epoch, expires_at, ttl_s)"
-            f" VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET"
-            f" owner = EXCLUDED.owner, epoch = EXCLUDED.epoch,"
-            f" expires_at = EXCLUDED.expires_at, ttl_s = EXCLUDED.ttl_s",
-            "lease_del": f"DELETE FROM {s}.leases WHERE run_id = %s",
-        }
-        self._deletes = [
-            f"DELETE FROM {s}.{t} WHERE run_id = %s"
-            for t in ("entries", "meta", "effects", "leases")
-        ]
+        self._sql = statements(schema)
+        self._appending: dict[str, deque[_Append]] = {}
+        self._drains: set[asyncio.Task[None]] = set()
+        self._stuck: set[asyncio.Future[Any]] = set()
+        self._heads: OrderedDict[str, int] = OrderedDict()
+        super().__init__()
 
+    def describe(self) -> str:
+        return f"{redact(self.conninfo)} (schema {self.schema})"
+
+    # -- connections -----------------------------------------------------------------------------
     async def _ready(self) -> AsyncConnectionPool:
-        """Connect, create the schema (serialized across processes) and open the pool, once."""
+        """Connect, bring the schema to this version (serialized across processes), open the pool, once."""
+        if self._pool is not None:
+            return self._pool
         async with self._opening:
             if self._pool is None:
-                import psycopg
+                await self._migrate()
                 from psycopg_pool import AsyncConnectionPool
 
-                try:
-                    conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-                except psycopg.OperationalError as exc:
-                    why = " ".join(str(exc).split()).rstrip(".?")
-                    raise ConfigError(
-                        f"cannot connect to the PostgreSQL store {_redacted(self.dsn)}: {why}. "
-                        f"Check the store URL and that the server is up.",
-                        dsn=_redacted(self.dsn),
-                    ) from None
-                async with conn, conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('tether:schema'))")
-                    await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                    for statement in _TABLES.format(s=f'"{self.schema}"').split(";"):
-                        await conn.execute(statement)
                 pool = AsyncConnectionPool(
-                    self.dsn,
+                    self.conninfo,
                     min_size=self._sizes[0],
                     max_size=self._sizes[1],
                     kwargs={"autocommit": True},
@@ -140,6 +163,32 @@ class PostgresStore:
                 await pool.open(wait=True)
                 self._pool = pool
             return self._pool
+
+    async def _migrate(self) -> None:
+        import psycopg
+
+        from tether.stores.postgres_sql import SCHEMA_VERSION
+
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
+            why = " ".join(str(exc).split()).rstrip(".?")
+            raise ConfigError(
+                f"cannot connect to the PostgreSQL store {redact(self.dsn)}: {why}. "
+                f"Check the store URL and that the server is up.",
+                dsn=redact(self.dsn),
+            ) from None
+        async with conn:
+            try:
+                row = await (await conn.execute(self._sql["version"])).fetchone()
+                if row is not None and row[0] >= SCHEMA_VERSION:
+                    return
+            except psycopg.errors.UndefinedTable:
+                pass
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext('tether:schema'))")
+                for statement in schema_statements(self.schema):
+                    await conn.execute(statement)
 
     @asynccontextmanager
     async def _driver(self) -> AsyncIterator[None]:
@@ -152,142 +201,266 @@ class PostgresStore:
         except (psycopg.OperationalError, PoolTimeout) as exc:
             why = " ".join(str(exc).split()).rstrip(".?")
             raise StoreUnavailableError(
-                f"PostgreSQL store {_redacted(self.dsn)} is unavailable ({why}); nothing was written. "
+                f"PostgreSQL store {redact(self.dsn)} is unavailable ({why}); nothing was written. "
                 f"Check that the server is up and reachable, then retry or resume the run.",
-                dsn=_redacted(self.dsn),
+                dsn=redact(self.dsn),
             ) from None
 
-    @asynccontextmanager
-    async def _tx(self, run_id: str | None = None) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled connection in a transaction, holding `run_id`'s advisory lock if given."""
-        pool = await self._ready()
-        async with self._driver(), pool.connection() as conn, conn.transaction():
-            if run_id is not None:
-                await conn.execute(self._sql["lock"], (run_id,))
-            yield conn
-
-    async def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async def _fetch(self, name: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Run one named statement on a pooled connection: one round trip."""
         pool = await self._ready()
         async with self._driver(), pool.connection() as conn:
-            cur = await conn.execute(self._sql[query], params)
-            return await cur.fetchall()
+            cur = await conn.execute(self._sql[name], params)
+            return await cur.fetchall() if cur.description is not None else []
 
-    async def _fenced(self, conn: AsyncConnection[Any], run_id: str, lease: Lease | None) -> None:
-        if lease is not None:
-            _, held = await self._head(conn, run_id)
-            check_fence(run_id, lease, held, self._clock())
+    async def _fetch_within(self, name: str, params: tuple[Any, ...], timeout_s: float) -> list[tuple[Any, ...]]:
+        """`_fetch`, but give up waiting after `timeout_s` (the statement is left to finish or fail on its own)."""
+        task = asyncio.ensure_future(self._fetch(name, params))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        except TimeoutError:
+            self._stuck.add(task)
+            task.add_done_callback(_forget(self._stuck))
+            raise StoreUnavailableError(
+                f"PostgreSQL store {redact(self.dsn)} did not answer within {timeout_s:.2f} s (a network partition "
+                f"or an overloaded server); the {name} may not have happened. Retry once it is reachable.",
+                dsn=redact(self.dsn),
+            ) from None
 
-    async def _head(self, conn: AsyncConnection[Any], run_id: str) -> tuple[int, Lease | None]:
-        """The run's last seq and current lease, read under its advisory lock."""
-        cur = await conn.execute(self._sql["head"], (run_id, run_id))
-        row = await cur.fetchone()
-        assert row is not None
-        last, owner, epoch, expires_at, ttl_s = row
-        if owner is None:
-            return int(last), None
-        lease = Lease(
+    def _reject(self, run_id: str, lease: Lease, row: tuple[Any, ...], action: str = "append") -> NoReturn:
+        """Raise the shared fencing error for a write the database refused (row: owner, epoch, expiry, ttl, now)."""
+        owner, epoch, expires, ttl, now = row
+        held = _lease(run_id, owner, epoch, expires, ttl)
+        check_fence(run_id, lease, held, now)
+        raise LeaseHeldError(
+            f"lease rejected: run '{run_id}' refused this driver's {action} at epoch {lease.epoch}; nothing "
+            f"was written. Resume the run to continue under a new lease.",
             run_id=run_id,
-            owner=LeaseOwner.model_validate_json(owner),
-            epoch=epoch,
-            expires_at=expires_at,
-            ttl_s=ttl_s,
+            epoch=lease.epoch,
         )
-        return int(last), lease
 
+    @staticmethod
+    def _fence_args(lease: Lease | None) -> tuple[int | None, str | None]:
+        return (None, None) if lease is None else (lease.epoch, lease.owner.model_dump_json())
+
+    # -- appends (group commit) --------------------------------------------------------------------
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
         return (await self.append_many(run_id, [entry], lease))[0]
 
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
-        async with self._tx(run_id) as conn:
-            last, held = await self._head(conn, run_id)
-            if lease is not None:
-                check_fence(run_id, lease, held, self._clock())
-            if not entries:
-                return []
-            rows = number_entries(run_id, last, entries)
-            seqs = [seq for seq, _ in rows]
-            await conn.execute(self._sql["insert"], (run_id, seqs, [text for _, text in rows]))
-        return seqs
+        item = _Append(list(entries), lease)
+        waiting = self._appending.get(run_id)
+        if waiting is not None:  # an append to this run is in flight: join the next round trip
+            item.done = asyncio.get_running_loop().create_future()
+            waiting.append(item)
+            return await item.done
+        self._appending[run_id] = deque()
+        try:
+            await self._write(run_id, [item])
+        finally:
+            self._hand_over(run_id)
+        if isinstance(item.result, BaseException):
+            raise item.result
+        assert item.result is not None
+        return item.result
 
+    def _hand_over(self, run_id: str) -> None:
+        """After a round trip: appends that queued behind it go in a drain task, or the run is idle."""
+        if self._appending[run_id]:
+            task = asyncio.get_running_loop().create_task(self._drain(run_id))
+            self._drains.add(task)
+            task.add_done_callback(self._drains.discard)
+        else:
+            del self._appending[run_id]
+
+    async def _drain(self, run_id: str) -> None:
+        waiting = self._appending[run_id]
+        try:
+            while waiting:
+                group = [waiting.popleft()]
+                # Followers share the leader's lease and leave seq to the store, so one head numbers them all.
+                while waiting and waiting[0].lease == group[0].lease and not waiting[0].explicit:
+                    group.append(waiting.popleft())
+                group = [g for g in group if g.done is not None and not g.done.cancelled()]
+                try:
+                    if group:
+                        await self._write(run_id, group)
+                finally:
+                    for g in group:
+                        _settle(g)
+        finally:
+            for g in waiting:
+                if g.done is not None and not g.done.done():
+                    g.done.cancel()
+            del self._appending[run_id]
+
+    def _guess_head(self, run_id: str, leader: _Append) -> int:
+        for i, e in enumerate(leader.entries):
+            if e.seq is not None:
+                return e.seq - 1 - i
+        return self._heads.get(run_id, 0)
+
+    def _remember(self, run_id: str, head: int) -> None:
+        self._heads[run_id] = head
+        self._heads.move_to_end(run_id)
+        while len(self._heads) > _HEADS:
+            self._heads.popitem(last=False)
+
+    async def _write(self, run_id: str, group: list[_Append]) -> None:
+        """One round trip for `group` (usually); sets each item's result to its seqs or its error."""
+        lease = group[0].lease
+        epoch, owner = self._fence_args(lease)
+        head, confirmed = self._guess_head(run_id, group[0]), False
+        try:
+            for _ in range(_RETRIES):
+                open_items = [g for g in group if g.result is None]
+                if not open_items:
+                    return
+                batch, at, unsure = [], head, False
+                for g in open_items:
+                    try:
+                        rows = number_entries(run_id, at, g.entries)
+                    except NonSerializableValueError as exc:
+                        g.result = exc  # this caller's data, whatever the head
+                        continue
+                    except JournalOrderViolation as exc:
+                        if confirmed:
+                            g.result = exc
+                            continue
+                        unsure = True  # the head was a guess: learn it before blaming the batch
+                        break
+                    batch.append((g, rows))
+                    at += len(rows)
+                if unsure:
+                    batch, at = [], head
+                seqs = [seq for _, rows in batch for seq, _ in rows]
+                texts = [text for _, rows in batch for _, text in rows]
+                check_head = None if not seqs and not unsure else head
+                (row,) = await self._fetch("append", (run_id, check_head, seqs, texts, epoch, owner))
+                outcome, actual = row[0], row[1]
+                if outcome == "fence":
+                    assert lease is not None
+                    self._reject(run_id, lease, row[2:])
+                if outcome == "head":
+                    head, confirmed = int(actual), True
+                    self._remember(run_id, head)
+                    continue
+                confirmed = True
+                for g, rows in batch:
+                    g.result = [seq for seq, _ in rows]
+                if seqs:
+                    head = at
+                    self._remember(run_id, at)
+            raise JournalOrderViolation(
+                f"journal order: run '{run_id}' kept moving under {_RETRIES} append attempts (other writers "
+                f"append to it at the same time); nothing from this batch was appended. Drive a run from one "
+                f"place at a time (a lease does that), then retry.",
+                run_id=run_id,
+            )
+        except BaseException as exc:
+            for g in group:
+                if g.result is None:
+                    g.result = exc
+            if not isinstance(exc, Exception):
+                raise
+
+    # -- reads, meta, blobs, effects -------------------------------------------------------------
     async def load(self, run_id: str) -> list[JournalEntry]:
-        rows = await self._rows("load", (run_id,))
-        return decode_rows(run_id, rows, f"postgres schema {self.schema}")
+        rows = await self._fetch("load", (run_id,))
+        entries = decode_rows(run_id, rows, f"postgres schema {self.schema}")
+        if entries and run_id not in self._appending:
+            self._remember(run_id, len(entries))
+        return entries
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
-        async with self._tx(meta.run_id if lease is not None else None) as conn:
-            await self._fenced(conn, meta.run_id, lease)
-            await conn.execute(
-                self._sql["meta_put"], (meta.run_id, meta.created_at, meta.model_dump_json())
-            )
+        params = (meta.run_id, meta.created_at, meta.status, meta.model_dump_json(), *self._fence_args(lease))
+        (row,) = await self._fetch("meta_put", params)
+        if row[0] == "fence":
+            assert lease is not None
+            self._reject(meta.run_id, lease, row[1:], "meta write")
 
     async def get_meta(self, run_id: str) -> RunMeta | None:
-        rows = await self._rows("meta_get", (run_id,))
+        rows = await self._fetch("meta_get", (run_id,))
         return RunMeta.model_validate_json(rows[0][0]) if rows else None
 
-    async def list_runs(self, *, limit: int = 100) -> list[RunMeta]:
-        return [RunMeta.model_validate_json(r[0]) for r in await self._rows("meta_list", (limit,))]
+    async def list_runs(self, *, limit: int = 100, status: str | None = None) -> list[RunMeta]:
+        if status is None:
+            rows = await self._fetch("meta_list", (limit,))
+        else:
+            rows = await self._fetch("meta_list_status", (status, status, limit))
+        return [RunMeta.model_validate_json(r[0]) for r in rows]
 
     async def delete(self, run_id: str) -> None:
-        async with self._tx(run_id) as conn:
-            for statement in self._deletes:
-                await conn.execute(statement, (run_id,))
+        await self._fetch("delete", (run_id,))
+        self._heads.pop(run_id, None)
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
-        async with self._tx(lease.run_id if lease is not None else None) as conn:
-            if lease is not None:
-                await self._fenced(conn, lease.run_id, lease)
-            await conn.execute(self._sql["blob_put"], (key, bytes(data)))
+        run_id = lease.run_id if lease is not None else None
+        (row,) = await self._fetch("blob_put", (key, bytes(data), run_id, *self._fence_args(lease)))
+        if row[0] == "fence":
+            assert lease is not None
+            self._reject(lease.run_id, lease, row[1:], "blob write")
 
     async def get_blob(self, key: str) -> bytes | None:
-        rows = await self._rows("blob_get", (key,))
+        rows = await self._fetch("blob_get", (key,))
         return bytes(rows[0][0]) if rows else None
 
     async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
-        text = effect_json(run_id, row)
-        async with self._tx() as conn:
-            await conn.execute(self._sql["effect_put"], (run_id, text))
+        await self._fetch("effect_put", (run_id, effect_json(run_id, row)))
 
     async def load_effects(self, run_id: str) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in await self._rows("effect_load", (run_id,))]
+        return [json.loads(r[0]) for r in await self._fetch("effect_load", (run_id,))]
 
+    # -- leases (the database's clock) -------------------------------------------------------------
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
-        async with self._tx(run_id) as conn:
-            _, held = await self._head(conn, run_id)
-            now = self._clock()
-            check_acquire(run_id, held, owner, ttl_s, now)
-            cur = await conn.execute(self._sql["epoch_get"], (run_id,))
-            row = await cur.fetchone()
-            lease = new_lease(run_id, owner, 0 if row is None else int(row[0]), ttl_s, now)
-            await conn.execute(self._sql["epoch_put"], (run_id, lease.epoch))
-            await self._put_lease(conn, lease)
-        return lease
-
-    async def _put_lease(self, conn: AsyncConnection[Any], lease: Lease) -> None:
-        params = (
-            lease.run_id,
-            lease.owner.model_dump_json(),
-            lease.epoch,
-            lease.expires_at,
-            lease.ttl_s,
+        check_acquire(run_id, None, owner, ttl_s, 0.0)  # validates ttl_s
+        takeover: int | None = None
+        for _ in range(3):
+            params = (run_id, owner.model_dump_json(), owner.owner_id, ttl_s, takeover)
+            ((outcome, owner_json, epoch, expires, ttl, now),) = await self._fetch("acquire", params)
+            held = _lease(run_id, owner_json, epoch, expires, ttl)
+            assert held is not None
+            if outcome == "ok":
+                return held.model_copy(update={"owner": owner})
+            check_acquire(run_id, held, owner, ttl_s, now)  # raises unless the holder is provably dead here
+            takeover = held.epoch
+        raise LeaseHeldError(
+            f"lease held: run '{run_id}' changed hands three times while this driver tried to take it over; "
+            f"nothing was written. Retry in a moment.",
+            run_id=run_id,
         )
-        await conn.execute(self._sql["lease_put"], params)
 
     async def renew(self, lease: Lease) -> Lease:
-        async with self._tx(lease.run_id) as conn:
-            _, held = await self._head(conn, lease.run_id)
-            fresh = renewed(lease, held, self._clock())
-            await self._put_lease(conn, fresh)
-        return fresh
+        # A renewal slower than a quarter of the TTL counts as failed at once, so a driver cut off from the
+        # database stops on time (a cancelled psycopg query can take seconds to give up on a dead link).
+        ((outcome, owner, epoch, expires, ttl, now),) = await self._fetch_within(
+            "renew", (lease.run_id, *self._fence_args(lease)), lease.ttl_s / 4
+        )
+        held = _lease(lease.run_id, owner, epoch, expires, ttl)
+        if outcome == "ok" and held is not None:
+            return held
+        renewed(lease, held, now)  # raises the shared "lease lost" error
+        raise LeaseHeldError(f"lease lost: run '{lease.run_id}' refused the renewal of epoch {lease.epoch}.",
+                             run_id=lease.run_id, epoch=lease.epoch)
 
     async def release(self, lease: Lease) -> None:
-        async with self._tx(lease.run_id) as conn:
-            _, held = await self._head(conn, lease.run_id)
-            if releases(lease, held):
-                await conn.execute(self._sql["lease_del"], (lease.run_id,))
+        await self._fetch("release", (lease.run_id, lease.epoch))
+
+    async def lease_of(self, run_id: str) -> Lease | None:
+        """The run's current lease, live or expired (for operators and tests), or None."""
+        rows = await self._fetch("lease_get", (run_id,))
+        return _lease(run_id, *rows[0][:4]) if rows else None
 
     async def close(self) -> None:
+        if self._drains:
+            await asyncio.gather(*self._drains, return_exceptions=True)
+        for task in list(self._stuck):
+            task.cancel()
+        if self._stuck:
+            await asyncio.wait(list(self._stuck), timeout=1.0)
+        await self._close_listener()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
