@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from pathlib import Path
@@ -70,10 +69,14 @@ async def test_a_sigkilled_workers_run_is_finished_by_another_after_the_ttl_and_
     assert isinstance(store, PostgresStore)
     a = spawn_worker(store_url, request_log, ttl=ttl, latency=0.4, concurrency=1)
     with workers(a):
-        run_id = await client.enqueue(worker_app.chain, {"tag": "k", "n": 5}, run_id="killed")
-        await wait_until(lambda: requests(request_log)[("start", "k step 2")] == 1, what="step 2 in flight")
+        run_id = await client.enqueue(worker_app.chain, {"tag": "k", "n": 8}, run_id="killed")
+        a.wait_for(f"run {run_id}: claimed")
         b = spawn_worker(store_url, request_log, ttl=ttl, latency=0.05, concurrency=1)
         with workers(b):
+            seen = len(request_lines(request_log))
+            await wait_until(lambda: len(request_lines(request_log)) > seen
+                             and request_lines(request_log)[-1].event == "start", what="a call in flight")
+            in_flight = request_lines(request_log)[-1].prompt
             dead = await store.lease_of(run_id)
             assert dead is not None and dead.owner.pid == a.proc.pid
             a.signal(signal.SIGKILL)
@@ -82,15 +85,14 @@ async def test_a_sigkilled_workers_run_is_finished_by_another_after_the_ttl_and_
             outcome = await client.wait(run_id, timeout=60)
             b.wait_for(f"run {run_id}: taken over")
     assert outcome.status == "ok"
-    assert [v.rsplit(" by ", 1)[0] for v in outcome.value] == [f"k step {i}" for i in range(5)]
-    log = request_lines(request_log)
+    assert [v.rsplit(" by ", 1)[0] for v in outcome.value] == [f"k step {i}" for i in range(8)]
     # B resumed only once the dead worker's lease had expired by the database's clock (>= 2/3 TTL after
     # its last renewal), not at once: a lease is honoured until it expires.
-    retry = next(r for r in log if r.prompt == "k step 2" and r.pid == b.proc.pid)
+    retry = next(r for r in request_lines(request_log) if r.prompt == in_flight and r.pid == b.proc.pid)
     assert retry.at - killed_at >= ttl * 2 / 3 - 0.1
     sent = requests(request_log)
     assert all(sent[("done", p)] == 1 for _, p in sent)  # no completed call was sent again
-    assert sent[("start", "k step 2")] == 2  # only the call in flight at the kill went out twice
+    assert sent[("start", in_flight)] == 2  # only the call in flight at the kill went out twice
     assert settles(await client.inspect(run_id)) == ["ok"]
     before = await client.inspect(run_id)
     with pytest.raises(tether.LeaseHeldError):
@@ -138,17 +140,17 @@ async def test_a_worker_an_hour_ahead_cannot_take_a_live_lease(
     assert isinstance(store, PostgresStore)
     a = spawn_worker(store_url, request_log, ttl=3.0, latency=0.3, concurrency=1)
     with workers(a):
-        run_id = await client.enqueue(worker_app.chain, {"tag": "s", "n": 6}, run_id="skewed")
+        run_id = await client.enqueue(worker_app.chain, {"tag": "s", "n": 12}, run_id="skewed")
         await wait_until(lambda: requests(request_log)[("start", "s step 1")] == 1, what="A driving")
+        # The same store code with an hour-fast clock, in this process: the database's clock decides.
+        skewed = PostgresStore(store_url, clock=lambda: time.time() + 3600)
+        try:
+            with pytest.raises(tether.LeaseHeldError, match="lease held"):
+                await skewed.acquire(run_id, current_owner(), 3.0)
+        finally:
+            await skewed.close()
         ahead = spawn_worker(store_url, request_log, ttl=3.0, latency=0.05, concurrency=2, clock_offset=3600)
         with workers(ahead):
-            # The same store code with an hour-fast clock, in this process: the database's clock decides.
-            skewed = PostgresStore(store_url, clock=lambda: time.time() + 3600)
-            try:
-                with pytest.raises(tether.LeaseHeldError, match="lease held"):
-                    await skewed.acquire(run_id, current_owner(), 3.0)
-            finally:
-                await skewed.close()
             outcome = await client.wait(run_id, timeout=60)
     assert outcome.status == "ok"
     assert f"run {run_id}" not in ahead.output  # the fast worker never claimed or took over the run

@@ -138,13 +138,13 @@ def requests(log: Path) -> collections.Counter[tuple[str, str]]:
     return collections.Counter((r.event, r.prompt) for r in request_lines(log))
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
+async def wait_until(predicate: Callable[[], bool], within_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         if predicate():
             return
         await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    raise AssertionError(f"timed out after {within_s} s waiting for {what}")
 
 
 class PausableProxy:
@@ -158,10 +158,10 @@ class PausableProxy:
         self.target = (target_host, target_port)
         self.delay_s = delay_s
         self.port = 0
-        self._open = threading.Event()
-        self._open.set()
+        self._open: asyncio.Event | None = None  # lives on the proxy's own loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
+        self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
     def __enter__(self) -> PausableProxy:
@@ -170,9 +170,18 @@ class PausableProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._open.set()
         if self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def url(self, store_url: str) -> str:
         """`store_url` with its host and port pointed at this proxy."""
@@ -182,15 +191,23 @@ class PausableProxy:
         user = f"{parts.username}@" if parts.username else ""
         return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
 
+    def _switch(self, open_: bool) -> None:
+        async def flip() -> None:
+            assert self._open is not None
+            self._open.set() if open_ else self._open.clear()
+
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(flip(), self._loop).result(10)
+
     def pause(self) -> None:
-        self._open.clear()
+        self._switch(False)
 
     def resume(self) -> None:
-        self._open.set()
+        self._switch(True)
 
     async def _gate(self) -> None:
-        while not self._open.is_set():
-            await asyncio.sleep(0.01)
+        assert self._open is not None
+        await self._open.wait()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -223,9 +240,12 @@ class PausableProxy:
         self._loop = loop
 
         async def start() -> None:
-            server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+            self._open = asyncio.Event()
+            self._open.set()
+            self._server = server = await asyncio.start_server(self._client, "127.0.0.1", 0)
             self.port = server.sockets[0].getsockname()[1]
             self._ready.set()
 
         loop.run_until_complete(start())
         loop.run_forever()
+        loop.close()

@@ -127,7 +127,7 @@ def run(
     json_out: JsonOpt = False,
     queue: Annotated[
         str | None,
-        typer.Option("--queue", is_flag=False, flag_value="default", help="Queue it for workers (NAME: default)."),
+        typer.Option("--queue", help="Queue it for workers instead: --queue [NAME] (NAME defaults to default)."),
     ] = None,
     priority: Annotated[int, typer.Option("--priority", help="With --queue: higher runs first.")] = 0,
 ) -> None:
@@ -319,7 +319,7 @@ def ledger(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> No
 
 
 def main() -> None:
-    app()
+    app(args=worker_command.bare_queue_flag(sys.argv[1:]))
 
 
 # Commands in their own modules register on `app` (imported last: they import from here).

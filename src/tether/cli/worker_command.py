@@ -16,6 +16,18 @@ from tether.contracts.errors import ConfigError, TetherError
 from tether.engine.engine import Engine
 
 
+def bare_queue_flag(argv: list[str]) -> list[str]:
+    """`tether run X --queue` without a NAME means the default queue (the parser wants a value, so add it)."""
+    words = [w for w in argv if not w.startswith("-")]
+    if not words or words[0] != "run":
+        return argv
+    out = list(argv)
+    for i, word in enumerate(out):
+        if word == "--queue" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out[i] = "--queue=default"
+    return out
+
+
 def load_app_engine(target: str) -> Engine:
     """The `tether.Engine` at MODULE:ATTR, imported with the working directory first on `sys.path`."""
     module_name, sep, attr = target.partition(":")

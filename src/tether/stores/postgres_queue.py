@@ -78,7 +78,7 @@ class Listener:
     async def _listen(self) -> None:
         import psycopg
 
-        backoff = _RECONNECT_S[0]
+        backoff, reconnect = _RECONNECT_S[0], False
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, connect_timeout=5)
@@ -86,8 +86,10 @@ class Listener:
                     await conn.execute(f'LISTEN "{self._channel}"')
                     self._listening.set()
                     backoff = _RECONNECT_S[0]
-                    for sub in list(self._subs):
-                        sub.notify()  # anything sent while we were away: look again
+                    if reconnect:
+                        for sub in list(self._subs):
+                            sub.notify()  # anything sent while we were away: look again
+                    reconnect = True
                     async for note in conn.notifies():
                         self._dispatch(note.payload)
             except (psycopg.Error, OSError):
