@@ -253,3 +253,16 @@ async def test_an_append_is_one_round_trip_and_concurrent_appends_share_one(pg_d
     assert 1.0 <= sequential < 1.8, sequential
     # Ten concurrent appends to one run ride in at most a few round trips (group commit), not ten.
     assert concurrent < 0.6, concurrent
+
+
+def test_the_health_line_names_the_worker_its_queues_and_the_store_without_its_password() -> None:
+    store = PostgresStore("postgresql://app:s3cret@db.invalid:5432/prod?schema=jobs")
+    engine = tether.Engine(store=store, workflows=[worker_app.chain], queues={"slow": 4}, lease_ttl_s=30)
+    line = Worker(engine, queues=["default", "slow"], concurrency=3, worker_id="w-1").health(store)
+    assert line.startswith("tether worker w-1 ready: queues default, slow (cap 4); concurrency 3; workflows chain")
+    assert "app:***@db.invalid:5432/prod (schema jobs)" in line and "lease ttl 30 s" in line
+    assert "s3cret" not in line
+    with pytest.raises(tether.ConfigError):
+        Worker(engine, concurrency=0)
+    with pytest.raises(tether.ConfigError):
+        tether.Engine(queues={"slow": 0})

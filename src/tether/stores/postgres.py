@@ -43,8 +43,9 @@ _HEADS = 4096  # runs whose last seq a store remembers, to number appends that l
 
 
 def redact(dsn: str) -> str:
-    """The DSN without its password, for messages and health lines."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+    """The DSN without its password (URL or `key=value` form), for messages and health lines."""
+    dsn = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", r"\1***", dsn, flags=re.IGNORECASE)
 
 
 def split_dsn(dsn: str) -> tuple[str, str | None]:

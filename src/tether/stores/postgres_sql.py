@@ -324,7 +324,7 @@ def statements(schema: str) -> dict[str, str]:
     lease_args = "%s::bigint, %s::text"
     return {
         "version": f"SELECT v FROM {s}.version",
-        "append": f"SELECT * FROM {s}.append(%s::text, %s::bigint, %s::bigint[], %s::text[], {lease_args})",
+        "append": f"SELECT * FROM {s}.append(%s::text, %s::bigint, %b::bigint[], %b::text[], {lease_args})",
         "load": f"SELECT seq, json FROM {s}.entries WHERE run_id = %s ORDER BY seq",
         "meta_put": f"SELECT * FROM {s}.put_meta(%s::text, %s::float8, %s::text, %s::text, {lease_args})",
         "meta_get": f"SELECT json FROM {s}.meta WHERE run_id = %s",
