@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 from ulid import ULID
 
-from tether.contracts.entries import SETTLED_STATUSES, JournalEntry, Lease, MetaStatus, RunMeta
+from tether.contracts.entries import SETTLED_STATUSES, JournalEntry, Lease, MetaStatus, RunMeta, RunStatus
 from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.contracts.protocols import JournalStore, QueueStore
 from tether.contracts.queue import QueuedRun, settled_topic
@@ -143,7 +143,7 @@ def outcome_of(run_id: str, meta: RunMeta | None, entries: list[JournalEntry]) -
     cost = fold_cost(entries)
     return RunOutcome(
         run_id=run_id,
-        status=cast(Any, meta.status),
+        status=cast(RunStatus, meta.status),  # a settled status, checked above
         value=settled.get("value"),
         error=settled.get("error"),
         cost=cost,

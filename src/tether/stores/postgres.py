@@ -15,8 +15,7 @@ import json
 import re
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -139,6 +138,8 @@ class PostgresStore(PostgresQueue):
         self._drains: set[asyncio.Task[None]] = set()
         self._stuck: set[asyncio.Future[Any]] = set()
         self._heads: OrderedDict[str, int] = OrderedDict()
+        self._owners: dict[LeaseOwner, str] = {}
+        self._unavailable: tuple[type[Exception], ...] = ()
         super().__init__()
 
     def describe(self) -> str:
@@ -152,7 +153,10 @@ class PostgresStore(PostgresQueue):
         async with self._opening:
             if self._pool is None:
                 await self._migrate()
-                from psycopg_pool import AsyncConnectionPool
+                import psycopg
+                from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+                self._unavailable = (psycopg.OperationalError, PoolTimeout)
 
                 pool = AsyncConnectionPool(
                     self.conninfo,
@@ -191,28 +195,24 @@ class PostgresStore(PostgresQueue):
                 for statement in schema_statements(self.schema):
                     await conn.execute(statement)
 
-    @asynccontextmanager
-    async def _driver(self) -> AsyncIterator[None]:
+    def _unreachable(self, exc: Exception) -> StoreUnavailableError:
         """psycopg's connection failures as a typed, retryable error naming the DSN without its password."""
-        import psycopg
-        from psycopg_pool import PoolTimeout
-
-        try:
-            yield
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            why = " ".join(str(exc).split()).rstrip(".?")
-            raise StoreUnavailableError(
-                f"PostgreSQL store {redact(self.dsn)} is unavailable ({why}); nothing was written. "
-                f"Check that the server is up and reachable, then retry or resume the run.",
-                dsn=redact(self.dsn),
-            ) from None
+        why = " ".join(str(exc).split()).rstrip(".?")
+        return StoreUnavailableError(
+            f"PostgreSQL store {redact(self.dsn)} is unavailable ({why}); nothing was written. "
+            f"Check that the server is up and reachable, then retry or resume the run.",
+            dsn=redact(self.dsn),
+        )
 
     async def _fetch(self, name: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Run one named statement on a pooled connection: one round trip."""
-        pool = await self._ready()
-        async with self._driver(), pool.connection() as conn:
-            cur = await conn.execute(self._sql[name], params)
-            return await cur.fetchall() if cur.description is not None else []
+        pool = self._pool or await self._ready()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self._sql[name], params)
+                return await cur.fetchall() if cur.description is not None else []
+        except self._unavailable as exc:
+            raise self._unreachable(exc) from None
 
     async def _fetch_within(self, name: str, params: tuple[Any, ...], timeout_s: float) -> list[tuple[Any, ...]]:
         """`_fetch`, but give up waiting after `timeout_s` (the statement is left to finish or fail on its own)."""
@@ -228,8 +228,13 @@ class PostgresStore(PostgresQueue):
                 dsn=redact(self.dsn),
             ) from None
 
-    def _reject(self, run_id: str, lease: Lease, row: tuple[Any, ...], action: str = "append") -> NoReturn:
-        """Raise the shared fencing error for a write the database refused (row: owner, epoch, expiry, ttl, now)."""
+    def _reject(self, run_id: str, lease: Lease, row: tuple[Any, ...] | str, action: str = "append") -> NoReturn:
+        """Raise the shared fencing error for a write the database refused.
+
+        `row` is the lease it found (owner, epoch, expiry, ttl, database now), or a write's `fence:<JSON>` answer.
+        """
+        if isinstance(row, str):
+            row = tuple(json.loads(row.partition(":")[2]))
         owner, epoch, expires, ttl, now = row
         held = _lease(run_id, owner, epoch, expires, ttl)
         check_fence(run_id, lease, held, now)
@@ -240,9 +245,17 @@ class PostgresStore(PostgresQueue):
             epoch=lease.epoch,
         )
 
-    @staticmethod
-    def _fence_args(lease: Lease | None) -> tuple[int | None, str | None]:
-        return (None, None) if lease is None else (lease.epoch, lease.owner.model_dump_json())
+    def _fence_args(self, lease: Lease | None) -> tuple[int | None, str | None]:
+        return (None, None) if lease is None else (lease.epoch, self._owner_json(lease.owner))
+
+    def _owner_json(self, owner: LeaseOwner) -> str:
+        """An owner as the leases table stores it (remembered: every fenced write sends it)."""
+        text = self._owners.get(owner)
+        if text is None:
+            if len(self._owners) >= _HEADS:
+                self._owners.clear()
+            text = self._owners[owner] = owner.model_dump_json()
+        return text
 
     # -- appends (group commit) --------------------------------------------------------------------
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
@@ -339,13 +352,12 @@ class PostgresStore(PostgresQueue):
                 seqs = [seq for _, rows in batch for seq, _ in rows]
                 texts = [text for _, rows in batch for _, text in rows]
                 check_head = None if not seqs and not unsure else head
-                (row,) = await self._fetch("append", (run_id, check_head, seqs, texts, epoch, owner))
-                outcome, actual = row[0], row[1]
-                if outcome == "fence":
+                ((answer,),) = await self._fetch("append", (run_id, check_head, seqs, texts, epoch, owner))
+                if answer.startswith("fence:"):
                     assert lease is not None
-                    self._reject(run_id, lease, row[2:])
-                if outcome == "head":
-                    head, confirmed = int(actual), True
+                    self._reject(run_id, lease, answer)
+                if answer.startswith("head:"):
+                    head, confirmed = int(answer[5:]), True
                     self._remember(run_id, head)
                     continue
                 confirmed = True
@@ -377,10 +389,10 @@ class PostgresStore(PostgresQueue):
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         params = (meta.run_id, meta.created_at, meta.status, meta.model_dump_json(), *self._fence_args(lease))
-        (row,) = await self._fetch("meta_put", params)
-        if row[0] == "fence":
+        ((answer,),) = await self._fetch("meta_put", params)
+        if answer != "ok":
             assert lease is not None
-            self._reject(meta.run_id, lease, row[1:], "meta write")
+            self._reject(meta.run_id, lease, answer, "meta write")
 
     async def get_meta(self, run_id: str) -> RunMeta | None:
         rows = await self._fetch("meta_get", (run_id,))
@@ -399,10 +411,10 @@ class PostgresStore(PostgresQueue):
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
         run_id = lease.run_id if lease is not None else None
-        (row,) = await self._fetch("blob_put", (key, bytes(data), run_id, *self._fence_args(lease)))
-        if row[0] == "fence":
+        ((answer,),) = await self._fetch("blob_put", (key, bytes(data), run_id, *self._fence_args(lease)))
+        if answer != "ok":
             assert lease is not None
-            self._reject(lease.run_id, lease, row[1:], "blob write")
+            self._reject(lease.run_id, lease, answer, "blob write")
 
     async def get_blob(self, key: str) -> bytes | None:
         rows = await self._fetch("blob_get", (key,))
@@ -419,7 +431,7 @@ class PostgresStore(PostgresQueue):
         check_acquire(run_id, None, owner, ttl_s, 0.0)  # validates ttl_s
         takeover: int | None = None
         for _ in range(3):
-            params = (run_id, owner.model_dump_json(), owner.owner_id, ttl_s, takeover)
+            params = (run_id, self._owner_json(owner), owner.owner_id, ttl_s, takeover)
             ((outcome, owner_json, epoch, expires, ttl, now),) = await self._fetch("acquire", params)
             held = _lease(run_id, owner_json, epoch, expires, ttl)
             assert held is not None

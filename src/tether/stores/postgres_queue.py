@@ -122,6 +122,9 @@ class PostgresQueue:
     def _reject(self, run_id: str, lease: Lease, row: tuple[Any, ...], action: str = "append") -> NoReturn:
         raise NotImplementedError
 
+    def _fence_args(self, lease: Lease | None) -> tuple[int | None, str | None]:
+        raise NotImplementedError
+
     async def enqueue(self, run: QueuedRun, meta: RunMeta, genesis: JournalEntry | None) -> bool:
         text = None if genesis is None else number_entries(run.run_id, 0, [genesis])[0][1]
         params = (
@@ -166,7 +169,7 @@ class PostgresQueue:
 
     async def requeue(self, lease: Lease) -> bool:
         ((outcome, *lease_row),) = await self._fetch(
-            "requeue", (lease.run_id, lease.epoch, lease.owner.model_dump_json())
+            "requeue", (lease.run_id, *self._fence_args(lease))
         )
         if outcome == "fence":
             self._reject(lease.run_id, lease, tuple(lease_row), "re-queue")

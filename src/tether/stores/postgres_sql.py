@@ -56,6 +56,22 @@ _FENCE = (
       END IF;
     END IF;"""
 )
+# The hot writes answer in one text column ('ok', 'head:<seq>', 'fence:<lease as JSON>'): less to decode.
+_TEXT_DECLARE = """
+DECLARE
+  o_owner text; o_epoch bigint; o_expires double precision; o_ttl double precision; o_head bigint;
+  o_now double precision := extract(epoch FROM clock_timestamp());"""
+_TEXT_REJECT = "RETURN 'fence:' || json_build_array(o_owner, o_epoch, o_expires, o_ttl, o_now)::text;"
+_TEXT_FENCE = (
+    """
+  IF p_epoch IS NOT NULL THEN"""
+    + _READ_LEASE
+    + f"""
+    IF o_epoch IS DISTINCT FROM p_epoch OR o_owner IS DISTINCT FROM p_owner OR o_now > o_expires THEN
+      {_TEXT_REJECT}
+    END IF;
+  END IF;"""
+)
 _NOW = "o_now := extract(epoch FROM clock_timestamp());"
 
 _FUNCTIONS = [
@@ -63,50 +79,48 @@ _FUNCTIONS = [
     f"""
 CREATE OR REPLACE FUNCTION {{s}}.append(p_run text, p_head bigint, p_seqs bigint[], p_texts text[],
                                         p_epoch bigint, p_owner text)
-RETURNS TABLE (o_outcome text, o_head bigint, {_LEASE_COLUMNS}, o_now double precision)
-LANGUAGE plpgsql AS $fn$
+RETURNS text
+LANGUAGE plpgsql AS $fn${_TEXT_DECLARE}
 BEGIN
-  PERFORM pg_advisory_xact_lock(hashtext(p_run));
-  {_NOW}
-  IF p_epoch IS NOT NULL THEN{_READ_LEASE}
-    IF o_epoch IS DISTINCT FROM p_epoch OR o_owner IS DISTINCT FROM p_owner OR o_now > o_expires THEN
-      o_outcome := 'fence'; RETURN NEXT; RETURN;
-    END IF;
-  END IF;
+  PERFORM pg_advisory_xact_lock(hashtext(p_run));{_TEXT_FENCE}
   IF p_head IS NOT NULL THEN
     SELECT COALESCE(MAX(e.seq), 0) INTO o_head FROM {{s}}.entries e WHERE e.run_id = p_run;
     IF o_head <> p_head THEN
-      o_outcome := 'head'; RETURN NEXT; RETURN;
+      RETURN 'head:' || o_head;
     END IF;
     INSERT INTO {{s}}.entries (run_id, seq, json)
       SELECT p_run, r.seq, r.json FROM unnest(p_seqs, p_texts) AS r(seq, json);
   END IF;
-  o_outcome := 'ok'; RETURN NEXT;
+  RETURN 'ok';
 END $fn$""",
     f"""
 CREATE OR REPLACE FUNCTION {{s}}.put_meta(p_run text, p_created double precision, p_status text, p_json text,
                                           p_epoch bigint, p_owner text)
-RETURNS TABLE (o_outcome text, {_LEASE_COLUMNS}, o_now double precision)
-LANGUAGE plpgsql AS $fn$
+RETURNS text
+LANGUAGE plpgsql AS $fn${_TEXT_DECLARE}
 BEGIN
-  {_NOW}{_FENCE}
+  IF p_epoch IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtext(p_run));
+  END IF;{_TEXT_FENCE}
   INSERT INTO {{s}}.meta (run_id, created_at, status, json) VALUES (p_run, p_created, p_status, p_json)
     ON CONFLICT (run_id) DO UPDATE
     SET created_at = EXCLUDED.created_at, status = EXCLUDED.status, json = EXCLUDED.json;
   IF p_status NOT IN ('queued', 'running') THEN
     PERFORM pg_notify({{channel}}, 's:' || p_run);
   END IF;
-  o_outcome := 'ok'; RETURN NEXT;
+  RETURN 'ok';
 END $fn$""",
     f"""
 CREATE OR REPLACE FUNCTION {{s}}.put_blob(p_key text, p_data bytea, p_run text, p_epoch bigint, p_owner text)
-RETURNS TABLE (o_outcome text, {_LEASE_COLUMNS}, o_now double precision)
-LANGUAGE plpgsql AS $fn$
+RETURNS text
+LANGUAGE plpgsql AS $fn${_TEXT_DECLARE}
 BEGIN
-  {_NOW}{_FENCE}
+  IF p_epoch IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtext(p_run));
+  END IF;{_TEXT_FENCE}
   INSERT INTO {{s}}.blobs (key, data) VALUES (p_key, p_data)
     ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data;
-  o_outcome := 'ok'; RETURN NEXT;
+  RETURN 'ok';
 END $fn$""",
     # acquire: a live holder under another owner id wins, unless the caller proved it dead (p_takeover).
     f"""
