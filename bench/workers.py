@@ -163,21 +163,27 @@ async def _appends(entries: int, rounds: int = 20) -> tuple[float, float, float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--per-worker", type=int, default=48, help="runs queued per worker process")
+    parser.add_argument("--per-worker", type=int, default=40, help="runs queued per worker process")
     parser.add_argument("--concurrency", type=int, nargs="*", default=[2, 4], help="runs each worker drives at once")
     parser.add_argument("--appends", type=int, default=150, help="appends per round (20 rounds)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4, 8])
+    parser.add_argument("--repeat", type=int, default=3, help="measurements per point (the median is shown)")
     args = parser.parse_args()
 
-    for concurrency in args.concurrency:
-        print(f"runs/s: fake model {LATENCY_S * 1000:.0f} ms per call, 2 calls per run, "
-              f"concurrency {concurrency} per worker, {os.cpu_count()} CPUs")
+    for concurrency in args.concurrency if args.workers else ():
+        print(f"runs/s: fake model {LATENCY_S * 1000:.0f} ms per call, 2 calls per run, concurrency {concurrency} "
+              f"per worker, {os.cpu_count()} CPUs, median of {args.repeat} interleaved measurements")
         print(f"{'workers':>8} {'runs':>6} {'runs/s':>8} {'vs 1 worker':>12}")
-        base = None
+        rates: dict[int, list[float]] = {k: [] for k in args.workers}
+        totals: dict[int, int] = {}
+        for _ in range(args.repeat):  # interleaved, so a busy moment on a shared machine hits every K alike
+            for k in args.workers:
+                totals[k], rate = asyncio.run(_runs_per_second(k, concurrency, args.per_worker))
+                rates[k].append(rate)
+        base = statistics.median(rates[args.workers[0]])
         for k in args.workers:
-            total, rate = asyncio.run(_runs_per_second(k, concurrency, args.per_worker))
-            base = base or rate
-            print(f"{k:>8} {total:>6} {rate:>8.1f} {rate / base:>11.2f}x")
+            rate = statistics.median(rates[k])
+            print(f"{k:>8} {totals[k]:>6} {rate:>8.1f} {rate / base:>11.2f}x")
         print()
     ours, raw, ratio = asyncio.run(_appends(args.appends))
     print(f"appends/s, one entry per commit, same rows, {args.appends} at a time, alternating 20 rounds:")

@@ -352,7 +352,9 @@ class PostgresStore(PostgresQueue):
                 seqs = [seq for _, rows in batch for seq, _ in rows]
                 texts = [text for _, rows in batch for _, text in rows]
                 check_head = None if not seqs and not unsure else head
-                ((answer,),) = await self._fetch("append", (run_id, check_head, seqs, texts, epoch, owner))
+                one = len(seqs) == 1
+                params = (run_id, check_head, *((seqs[0], texts[0], None, None) if one else (None, None, seqs, texts)))
+                ((answer,),) = await self._fetch("append", (*params, epoch, owner))
                 if answer.startswith("fence:"):
                     assert lease is not None
                     self._reject(run_id, lease, answer)

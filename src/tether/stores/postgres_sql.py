@@ -77,8 +77,8 @@ _NOW = "o_now := extract(epoch FROM clock_timestamp());"
 _FUNCTIONS = [
     # append: fence, check the caller's view of the head, insert the numbered, checksummed rows.
     f"""
-CREATE OR REPLACE FUNCTION {{s}}.append(p_run text, p_head bigint, p_seqs bigint[], p_texts text[],
-                                        p_epoch bigint, p_owner text)
+CREATE OR REPLACE FUNCTION {{s}}.append(p_run text, p_head bigint, p_seq bigint, p_text text, p_seqs bigint[],
+                                        p_texts text[], p_epoch bigint, p_owner text)
 RETURNS text
 LANGUAGE plpgsql AS $fn${_TEXT_DECLARE}
 BEGIN
@@ -88,8 +88,12 @@ BEGIN
     IF o_head <> p_head THEN
       RETURN 'head:' || o_head;
     END IF;
-    INSERT INTO {{s}}.entries (run_id, seq, json)
-      SELECT p_run, r.seq, r.json FROM unnest(p_seqs, p_texts) AS r(seq, json);
+    IF p_seq IS NOT NULL THEN  -- one entry: plain parameters are cheaper to send than arrays
+      INSERT INTO {{s}}.entries (run_id, seq, json) VALUES (p_run, p_seq, p_text);
+    ELSE
+      INSERT INTO {{s}}.entries (run_id, seq, json)
+        SELECT p_run, r.seq, r.json FROM unnest(p_seqs, p_texts) AS r(seq, json);
+    END IF;
   END IF;
   RETURN 'ok';
 END $fn$""",
@@ -338,7 +342,8 @@ def statements(schema: str) -> dict[str, str]:
     lease_args = "%s::bigint, %s::text"
     return {
         "version": f"SELECT v FROM {s}.version",
-        "append": f"SELECT * FROM {s}.append(%s::text, %s::bigint, %b::bigint[], %b::text[], {lease_args})",
+        "append": f"SELECT {s}.append(%s::text, %s::bigint, %s::bigint, %s::text, %b::bigint[], %b::text[],"
+        f" {lease_args})",
         "load": f"SELECT seq, json FROM {s}.entries WHERE run_id = %s ORDER BY seq",
         "meta_put": f"SELECT * FROM {s}.put_meta(%s::text, %s::float8, %s::text, %s::text, {lease_args})",
         "meta_get": f"SELECT json FROM {s}.meta WHERE run_id = %s",
