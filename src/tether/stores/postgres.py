@@ -4,7 +4,7 @@ psycopg is imported here only, when the store first connects, so `import tether`
 Every write is one round trip on a `psycopg_pool` pool: a server-side function (see `postgres_sql`)
 takes the run's advisory lock, checks the lease by the database's clock, checks the writer's view of
 the head and inserts the rows the client numbered and checksummed with the shared codec. Concurrent
-appends to one run from one store ride along in the next round trip (group commit). The run queue
+appends to one run from one store ride along in the next round trip (`group_commit`). The run queue
 lives in the same schema (`postgres_queue`).
 """
 
@@ -14,21 +14,14 @@ import asyncio
 import json
 import re
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import (
-    ConfigError,
-    JournalOrderViolation,
-    LeaseHeldError,
-    NonSerializableValueError,
-    StoreUnavailableError,
-)
-from tether.stores.codec import decode_rows, effect_json, number_entries
+from tether.contracts.errors import ConfigError, LeaseHeldError, StoreUnavailableError
+from tether.stores.codec import decode_rows, effect_json
+from tether.stores.group_commit import GroupCommit
 from tether.stores.leases import check_acquire, check_fence, renewed
 from tether.stores.postgres_queue import PostgresQueue
 from tether.stores.postgres_sql import notify_channel, schema_statements, statements
@@ -37,8 +30,6 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_RETRIES = 32  # head races with writers in other processes before an append gives up
-_HEADS = 4096  # runs whose last seq a store remembers, to number appends that leave seq unset
 
 
 def redact(dsn: str) -> str:
@@ -58,20 +49,6 @@ def split_dsn(dsn: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=rest)), schema
 
 
-@dataclass
-class _Append:
-    """One caller's batch, waiting to ride along in the run's next round trip."""
-
-    entries: list[JournalEntry]
-    lease: Lease | None
-    done: asyncio.Future[list[int]] | None = None
-    result: list[int] | BaseException | None = field(default=None)
-
-    @property
-    def explicit(self) -> bool:
-        return any(e.seq is not None for e in self.entries)
-
-
 def _forget(tasks: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
     def done(task: asyncio.Future[Any]) -> None:
         tasks.discard(task)
@@ -79,19 +56,6 @@ def _forget(tasks: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], 
             task.exception()  # retrieved: a statement we stopped waiting for may fail quietly
 
     return done
-
-
-def _settle(item: _Append) -> None:
-    """Hand a follower its result: its seqs, its error, or cancellation if the round trip never finished."""
-    done, result = item.done, item.result
-    if done is None or done.done():
-        return
-    if isinstance(result, Exception):
-        done.set_exception(result)
-    elif isinstance(result, list):
-        done.set_result(result)
-    else:
-        done.cancel()
 
 
 def _lease(run_id: str, owner: str | None, epoch: int | None, expires: float | None, ttl: float | None) -> Lease | None:
@@ -134,10 +98,8 @@ class PostgresStore(PostgresQueue):
         self._pool: AsyncConnectionPool | None = None
         self._opening = asyncio.Lock()
         self._sql = statements(schema)
-        self._appending: dict[str, deque[_Append]] = {}
-        self._drains: set[asyncio.Task[None]] = set()
+        self._appends = GroupCommit(self._send_append)
         self._stuck: set[asyncio.Future[Any]] = set()
-        self._heads: OrderedDict[str, int] = OrderedDict()
         self._owners: dict[LeaseOwner, str] = {}
         self._unavailable: tuple[type[Exception], ...] = ()
         super().__init__()
@@ -252,141 +214,40 @@ class PostgresStore(PostgresQueue):
         """An owner as the leases table stores it (remembered: every fenced write sends it)."""
         text = self._owners.get(owner)
         if text is None:
-            if len(self._owners) >= _HEADS:
+            if len(self._owners) >= 256:
                 self._owners.clear()
             text = self._owners[owner] = owner.model_dump_json()
         return text
 
     # -- appends (group commit) --------------------------------------------------------------------
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
-        return (await self.append_many(run_id, [entry], lease))[0]
+        return (await self._appends.append_many(run_id, [entry], lease))[0]
 
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
-        item = _Append(list(entries), lease)
-        waiting = self._appending.get(run_id)
-        if waiting is not None:  # an append to this run is in flight: join the next round trip
-            item.done = asyncio.get_running_loop().create_future()
-            waiting.append(item)
-            return await item.done
-        self._appending[run_id] = deque()
-        try:
-            await self._write(run_id, [item])
-        finally:
-            self._hand_over(run_id)
-        if isinstance(item.result, BaseException):
-            raise item.result
-        assert item.result is not None
-        return item.result
+        return await self._appends.append_many(run_id, entries, lease)
 
-    def _hand_over(self, run_id: str) -> None:
-        """After a round trip: appends that queued behind it go in a drain task, or the run is idle."""
-        if self._appending[run_id]:
-            task = asyncio.get_running_loop().create_task(self._drain(run_id))
-            self._drains.add(task)
-            task.add_done_callback(self._drains.discard)
+    async def _send_append(
+        self, run_id: str, head: int | None, rows: list[tuple[int, str]], lease: Lease | None
+    ) -> int | None:
+        """One append round trip: None once written, or the real head when `head` was not it."""
+        if len(rows) == 1:  # one entry: plain parameters are cheaper to send than arrays
+            payload: tuple[Any, ...] = (rows[0][0], rows[0][1], None, None)
         else:
-            del self._appending[run_id]
-
-    async def _drain(self, run_id: str) -> None:
-        waiting = self._appending[run_id]
-        try:
-            while waiting:
-                group = [waiting.popleft()]
-                # Followers share the leader's lease and leave seq to the store, so one head numbers them all.
-                while waiting and waiting[0].lease == group[0].lease and not waiting[0].explicit:
-                    group.append(waiting.popleft())
-                group = [g for g in group if g.done is not None and not g.done.cancelled()]
-                try:
-                    if group:
-                        await self._write(run_id, group)
-                finally:
-                    for g in group:
-                        _settle(g)
-        finally:
-            for g in waiting:
-                if g.done is not None and not g.done.done():
-                    g.done.cancel()
-            del self._appending[run_id]
-
-    def _guess_head(self, run_id: str, leader: _Append) -> int:
-        for i, e in enumerate(leader.entries):
-            if e.seq is not None:
-                return e.seq - 1 - i
-        return self._heads.get(run_id, 0)
-
-    def _remember(self, run_id: str, head: int) -> None:
-        self._heads[run_id] = head
-        self._heads.move_to_end(run_id)
-        while len(self._heads) > _HEADS:
-            self._heads.popitem(last=False)
-
-    async def _write(self, run_id: str, group: list[_Append]) -> None:
-        """One round trip for `group` (usually); sets each item's result to its seqs or its error."""
-        lease = group[0].lease
-        epoch, owner = self._fence_args(lease)
-        head, confirmed = self._guess_head(run_id, group[0]), False
-        try:
-            for _ in range(_RETRIES):
-                open_items = [g for g in group if g.result is None]
-                if not open_items:
-                    return
-                batch, at, unsure = [], head, False
-                for g in open_items:
-                    try:
-                        rows = number_entries(run_id, at, g.entries)
-                    except NonSerializableValueError as exc:
-                        g.result = exc  # this caller's data, whatever the head
-                        continue
-                    except JournalOrderViolation as exc:
-                        if confirmed:
-                            g.result = exc
-                            continue
-                        unsure = True  # the head was a guess: learn it before blaming the batch
-                        break
-                    batch.append((g, rows))
-                    at += len(rows)
-                if unsure:
-                    batch, at = [], head
-                seqs = [seq for _, rows in batch for seq, _ in rows]
-                texts = [text for _, rows in batch for _, text in rows]
-                check_head = None if not seqs and not unsure else head
-                one = len(seqs) == 1
-                params = (run_id, check_head, *((seqs[0], texts[0], None, None) if one else (None, None, seqs, texts)))
-                ((answer,),) = await self._fetch("append", (*params, epoch, owner))
-                if answer.startswith("fence:"):
-                    assert lease is not None
-                    self._reject(run_id, lease, answer)
-                if answer.startswith("head:"):
-                    head, confirmed = int(answer[5:]), True
-                    self._remember(run_id, head)
-                    continue
-                confirmed = True
-                for g, rows in batch:
-                    g.result = [seq for seq, _ in rows]
-                if seqs:
-                    head = at
-                    self._remember(run_id, at)
-            raise JournalOrderViolation(
-                f"journal order: run '{run_id}' kept moving under {_RETRIES} append attempts (other writers "
-                f"append to it at the same time); nothing from this batch was appended. Drive a run from one "
-                f"place at a time (a lease does that), then retry.",
-                run_id=run_id,
-            )
-        except BaseException as exc:
-            for g in group:
-                if g.result is None:
-                    g.result = exc
-            if not isinstance(exc, Exception):
-                raise
+            payload = (None, None, [seq for seq, _ in rows], [text for _, text in rows])
+        ((answer,),) = await self._fetch("append", (run_id, head, *payload, *self._fence_args(lease)))
+        if answer.startswith("fence:"):
+            assert lease is not None
+            self._reject(run_id, lease, answer)
+        return int(answer[5:]) if answer.startswith("head:") else None
 
     # -- reads, meta, blobs, effects -------------------------------------------------------------
     async def load(self, run_id: str) -> list[JournalEntry]:
         rows = await self._fetch("load", (run_id,))
         entries = decode_rows(run_id, rows, f"postgres schema {self.schema}")
-        if entries and run_id not in self._appending:
-            self._remember(run_id, len(entries))
+        if entries:
+            self._appends.saw_head(run_id, len(entries))
         return entries
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
@@ -409,7 +270,7 @@ class PostgresStore(PostgresQueue):
 
     async def delete(self, run_id: str) -> None:
         await self._fetch("delete", (run_id,))
-        self._heads.pop(run_id, None)
+        self._appends.forget(run_id)
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
         run_id = lease.run_id if lease is not None else None
@@ -469,8 +330,7 @@ class PostgresStore(PostgresQueue):
         return _lease(run_id, *rows[0][:4]) if rows else None
 
     async def close(self) -> None:
-        if self._drains:
-            await asyncio.gather(*self._drains, return_exceptions=True)
+        await self._appends.close()
         for task in list(self._stuck):
             task.cancel()
         if self._stuck:
