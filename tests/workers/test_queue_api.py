@@ -266,3 +266,24 @@ def test_the_health_line_names_the_worker_its_queues_and_the_store_without_its_p
         Worker(engine, concurrency=0)
     with pytest.raises(tether.ConfigError):
         tether.Engine(queues={"slow": 0})
+
+
+async def test_wait_reports_what_the_driving_segment_lost(tmp_path: Path) -> None:
+    @tether.workflow(name="lossy")
+    async def lossy(ctx: tether.Ctx) -> int:
+        async def bad() -> Any:
+            return await ctx.step("bad", lambda: 1 / 0)
+
+        async def good() -> int:
+            return 1
+
+        results = await ctx.parallel([good, bad], settle=True)
+        return sum(1 for r in results if r.status == "ok")
+
+    engine = tether.Engine(store=f"sqlite:///{tmp_path}/t.db", workflows=[lossy])
+    driven = await engine.run(lossy, {}, run_id="lossy")
+    waited = await engine.wait("lossy", timeout=5)
+    assert (waited.status, waited.value) == ("ok", 1)
+    assert waited.dropped == driven.dropped and len(waited.dropped) == 1
+    assert waited.cost == driven.cost
+    await engine.close()
