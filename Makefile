@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/agent_loop.py
 	$(BIN)/python bench/budget_race.py
+	$(BIN)/python bench/workers.py
 
 # The random-kill soak (docs/reliability.md): at least N SIGKILLs per store; exits non-zero on a violation.
 N ?= 100

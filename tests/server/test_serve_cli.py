@@ -138,7 +138,7 @@ def _answers(base: str, proc: subprocess.Popen[str]) -> bool:
 
 @pytest.mark.parametrize("argv, message, code", [
     (["--host", "0.0.0.0"], "refusing to bind '0.0.0.0' without a token", 1),
-    (["--app", "myapp:engine", "--store", "memory://"], "both name a store", 2),
+    (["--app", "myapp:engine", "--store", "nope://x"], "unknown store URL 'nope://x'", 1),
     (["--app", "no_such_module_here:engine"], "no module named 'no_such_module_here'", 1),
     (["--app", "myapp"], "must be MODULE:ATTR", 2),
     (["--app", "myapp:not_an_engine"], "is a int, not a tether.Engine", 1),

@@ -133,7 +133,8 @@ def resolve(*, app: str | None = None, workflow: str | None = None, store: str |
 
     `app` (`--app MODULE:ATTR`) wins; else MODULE's `engine` attribute when `workflow` names a module
     that has one; else a default engine on `store` (the caller's `--store` / `TETHER_STORE` / default).
-    An app engine keeps its own store, so an explicit `store` beside one is refused.
+    An explicit `store` (`--store`) beside an app engine points that engine at it; `TETHER_STORE` does not
+    override the store an app's code names.
     """
     wf, module = load_workflow(workflow) if workflow is not None else (None, None)
     source: EngineSource
@@ -151,11 +152,7 @@ def resolve(*, app: str | None = None, workflow: str | None = None, store: str |
     else:
         return Resolved(Engine(store=configured_store(store)), "default", wf, None)
     if store is not None:
-        raise CommandLineError(
-            f"--store {store!r} and the engine {target} both name a store; the app's engine keeps its own "
-            f"(set its store= instead), so drop --store",
-            target=target, store=store,
-        )
+        engine.use_store(store)  # an explicit --store points the app's engine elsewhere (a worker cluster's store)
     return Resolved(engine, source, wf, target)
 
 

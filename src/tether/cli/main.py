@@ -8,6 +8,7 @@ an exit code by `TetherGroup`, so no command needs its own try/except.
 from __future__ import annotations
 
 import importlib
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
@@ -102,7 +103,9 @@ def register_commands(target: typer.Typer) -> None:
 
 
 def main() -> None:
-    app(prog_name="tether")
+    from tether.cli.run_commands import bare_queue_flag
+
+    app(prog_name="tether", args=bare_queue_flag(sys.argv[1:]))
 
 
 # Names older command modules import from here (`from tether.cli.main import StoreOpt, _fail, ...`).

@@ -19,12 +19,15 @@ def register(app: typer.Typer) -> None:
 
 
 def runs(
-    limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 100,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many runs.")] = 100,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only runs in this status (queued, running, suspended, ok, ...).")
+    ] = None,
     store: StoreOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List the store's runs, newest first."""
-    metas = read_store(store, lambda e: e.runs(limit=limit))
+    metas = read_store(store, lambda e: e.runs(limit, status=status))
     if json_out:
         emit_json([m.model_dump(mode="json", exclude={"args"}) for m in metas])
         return

@@ -46,6 +46,18 @@ ProgressOpt = Annotated[
 ]
 
 
+def bare_queue_flag(argv: list[str]) -> list[str]:
+    """`tether run X --queue` without a NAME means the default queue (the parser wants a value, so add it)."""
+    words = [w for w in argv if not w.startswith("-")]
+    if not words or words[0] != "run":
+        return argv
+    out = list(argv)
+    for i, word in enumerate(out):
+        if word == "--queue" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out[i] = "--queue=default"
+    return out
+
+
 async def watch(handle: RunHandle, progress: bool | None, json_out: bool) -> RunOutcome:
     """The run's outcome, shown live on a terminal (or as plain lines with --progress off one)."""
     if not (progress if progress is not None else (not json_out and sys.stdout.isatty())):
@@ -71,13 +83,28 @@ def run(
     store: StoreOpt = None,
     events: EventsOpt = None,
     progress: ProgressOpt = None,
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", help="Queue it for workers instead: --queue [NAME] (NAME defaults to default)."),
+    ] = None,
+    priority: Annotated[int, typer.Option("--priority", help="With --queue: higher runs first.")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run MODULE:WORKFLOW with --args under an optional --budget; an existing --run-id continues that run."""
+    """Run MODULE:WORKFLOW with --args under an optional --budget; an existing --run-id continues that run.
+
+    With --queue the run is written `queued` for `tether worker` processes instead (PostgreSQL store).
+    """
     parsed = parse_args(args) or {}
     resolved = resolve(app=app_target, workflow=target, store=store)
     wf = resolved.workflow
     assert wf is not None
+    if queue is not None:
+        queued = run_async(lambda: _enqueue(resolved.engine, wf, parsed, run_id, budget, queue, priority))
+        if json_out:
+            emit_json({"run_id": queued, "queue": queue, "status": "queued"})
+        else:
+            console().print(f"{esc(queued)}: queued on {esc(queue)}")
+        return
 
     async def go() -> tuple[RunOutcome, float | None]:
         engine = resolved.engine
@@ -94,6 +121,14 @@ def run(
 
     outcome, ceiling = run_async(go)
     raise typer.Exit(print_outcome(outcome, ceiling, resolved, target, json_out))
+
+
+async def _enqueue(engine: Engine, wf: Workflow, args: dict[str, Any], run_id: str | None, budget: float | None,
+                   queue: str, priority: int) -> str:
+    try:
+        return await engine.enqueue(wf, args, run_id=run_id, budget_usd=budget, queue=queue, priority=priority)
+    finally:
+        await engine.close()
 
 
 def resume(

@@ -29,6 +29,8 @@ from tether.contracts.protocols import (
     Executor,
     JournalStore,
     LeasableStore,
+    QueueStore,
+    Wakeups,
 )
 from tether.contracts.results import AgentError, AgentResult, ToolBudgetSummary
 from tether.contracts.signal import Signal
@@ -70,6 +72,7 @@ __all__ = [
     "ModelCaps",
     "OutputFormat",
     "Price",
+    "QueueStore",
     "RawPart",
     "RawPartEvent",
     "RunMeta",
@@ -88,4 +91,5 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UsageDelta",
+    "Wakeups",
 ]

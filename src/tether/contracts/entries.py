@@ -21,6 +21,9 @@ EntryStatus = Literal[
     "running", "ok", "error", "limit", "cancelled", "exhausted", "suspended", "skipped",
 ]
 RunStatus = Literal["running", "ok", "error", "cancelled", "exhausted", "suspended"]
+MetaStatus = Literal["queued", "running", "ok", "error", "cancelled", "exhausted", "suspended"]
+"""A run's status as listed: a run outcome's status, or `queued` (waiting in the run queue for a worker)."""
+SETTLED_STATUSES = frozenset({"ok", "error", "cancelled", "exhausted", "suspended"})
 
 
 class JournalEntry(BaseModel):
@@ -67,7 +70,7 @@ class RunMeta(BaseModel):
 
     run_id: str
     workflow: str
-    status: RunStatus = "running"
+    status: MetaStatus = "running"
     args_hash: str | None = None
     args: Any = None
     budget_usd: float | None = None

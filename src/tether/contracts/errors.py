@@ -85,6 +85,12 @@ class LeaseHeldError(TetherError):
     retryable = True
 
 
+class RunHandedBackError(LeaseHeldError):
+    """This driver handed the run back unsettled (a worker shutting down); its lease is released."""
+
+    code = "handed-back"
+
+
 class RunNotFoundError(TetherError):
     """No run with this id exists in the store (nothing was started, read or changed)."""
 
@@ -142,6 +148,7 @@ __all__ = [
     "LeaseHeldError",
     "NonSerializableValueError",
     "PricingError",
+    "RunHandedBackError",
     "RunNotFoundError",
     "StoreUnavailableError",
     "TetherError",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.messages import ChatRequest
+from tether.contracts.queue import Claim, ClaimRequest, FinishState, QueuedRun, QueueEntry
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, ModelCaps
 from tether.contracts.usage import Usage
@@ -46,6 +47,46 @@ class LeasableStore(JournalStore, Protocol):
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease: ...
     async def renew(self, lease: Lease) -> Lease: ...
     async def release(self, lease: Lease) -> None: ...
+
+
+@runtime_checkable
+class Wakeups(Protocol):
+    """A subscription to store notifications: `wait` returns True when one arrived since `clear`."""
+
+    def clear(self) -> None: ...
+    async def wait(self, timeout_s: float) -> bool: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class QueueStore(LeasableStore, Protocol):
+    """A store that also holds the run queue, so workers on any number of hosts share the work.
+
+    Claims skip rows other claimers hold (`FOR UPDATE SKIP LOCKED` on PostgreSQL) and rows whose run
+    has a live lease; a claim whose holder's lease expired is claimed again (a takeover). Every
+    time in the queue is the store's own clock, never a host's.
+    """
+
+    def describe(self) -> str:
+        """Where the store lives, without secrets (for health lines and errors)."""
+        ...
+
+    async def enqueue(self, run: QueuedRun, meta: RunMeta, genesis: JournalEntry | None) -> bool:
+        """Queue a run (writing `genesis` as its first entry when given); False if it was queued already."""
+        ...
+
+    async def claim(self, request: ClaimRequest) -> list[Claim]: ...
+    async def finish(self, claim: Claim, state: FinishState, error: str | None = None) -> bool:
+        """Let go of a claim; False when a newer claim (or a re-queue) superseded it."""
+        ...
+
+    async def requeue(self, lease: Lease) -> bool:
+        """Put a suspended (or lapsed) run back in its queue, under `lease`; it is claimable once released."""
+        ...
+
+    async def queue_entry(self, run_id: str) -> QueueEntry | None: ...
+    async def list_runs(self, *, limit: int = 100, status: str | None = None) -> list[RunMeta]: ...
+    async def subscribe(self, topics: Sequence[str]) -> Wakeups: ...
 
 
 @runtime_checkable

@@ -18,6 +18,7 @@ from tether.contracts.errors import ConfigError, JournalSealedError, LeaseHeldEr
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
+from tether.engine import queue as run_queue
 from tether.engine.agent_call import AgentProfile
 from tether.engine.event_log import EventLog
 from tether.engine.events import EventSink, EventStream
@@ -68,6 +69,7 @@ class Engine:
         otel: bool = False,
         capture_content: bool = False,
         sinks: Sequence[EventSink] = (),
+        queues: Mapping[str, int] | None = None,
     ) -> None:
         """`event_log` writes every run's events as JSONL (`{run_id}` in the path: a file per run);
         `tracer_provider` / `meter_provider` (or `otel=True` for the global ones) export OpenTelemetry
@@ -75,6 +77,12 @@ class Engine:
         `sinks` receive every event of every run. See docs/observability.md."""
         if concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        for name, cap in (queues or {}).items():
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+                raise ConfigError(f"queues[{name!r}] must be a positive int (runs at once across all workers), "
+                                  f"got {cap!r}")
+        self.queues: dict[str, int] = dict(queues or {})
+        """Cluster-wide caps of runs held at once per queue, enforced when workers claim."""
         self.adapters: dict[str, ChatModel] = {}
         for m in models:
             if m.id in self.adapters:
@@ -157,6 +165,14 @@ class Engine:
 
             self._store = open_store(self._store_spec)
         return self._store
+
+    def use_store(self, store: str | JournalStore) -> None:
+        """Point the engine at another store before it is first used (`tether worker --store URL`)."""
+        if self._store is not None:
+            raise ConfigError("use_store() must be called before the engine first uses its store")
+        if isinstance(store, str) and not store.startswith(STORE_SCHEMES):
+            raise ConfigError(f"unknown store URL {store!r}; use one of: {', '.join(STORE_SCHEMES)}", url=store)
+        self._store_spec = store
 
     async def close(self) -> None:
         if self._store is not None:
@@ -254,6 +270,34 @@ class Engine:
                 await self.close()
 
         return asyncio.run(main())
+
+    async def enqueue(
+        self,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        budget_usd: float | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        **run_options: Any,
+    ) -> str:
+        """Queue a run for `tether worker` processes (PostgreSQL stores) and return its id at once.
+
+        The run is written whole first (durable options in its genesis, status `queued`). Higher
+        `priority` runs first, then the oldest. An id already queued is left as it is (idempotent).
+        """
+        return await run_queue.enqueue(
+            self, self._workflow(wf), args, run_id=run_id, budget_usd=budget_usd, queue=queue, priority=priority,
+            run_options=run_options,
+        )
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunOutcome:  # noqa: ASYNC109 (the named API)
+        """The outcome of `run_id` once it settles, wherever it is driven (`TimeoutError` after `timeout` s).
+
+        The outcome is folded from the journal: its value is the journaled JSON form.
+        """
+        return await run_queue.wait(self, run_id, timeout)
 
     async def resume(
         self,
@@ -402,6 +446,7 @@ class Engine:
                 from tether.engine.external import check_resolution
 
                 value = check_resolution(target, value, None, run_id=run_id)
+            await run_queue.requeue_before_close(store, keeper.lease if keeper is not None else None)
             closer = JournalEntry(
                 seq=len(entries) + 1, kind=kind, ref=target.seq, scope=target.scope, key=target.key, value=value,
                 started_at=self.clock(),
@@ -421,8 +466,9 @@ class Engine:
         return entries
 
     # -- read side ---------------------------------------------------------------------------
-    async def runs(self, limit: int = 100) -> list[RunMeta]:
-        return await (await self.store()).list_runs(limit=limit)
+    async def runs(self, limit: int = 100, *, status: str | None = None) -> list[RunMeta]:
+        """Runs newest first; `status` keeps one status (`queued`, `running`, `suspended`, `ok`, ...)."""
+        return await run_queue.runs(self, limit, status)
 
     async def run_meta(self, run_id: str) -> RunMeta:
         """What the store keeps about a run (workflow, status, args hash, ceiling); unknown is `RunNotFoundError`."""

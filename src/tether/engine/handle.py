@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tether.contracts.errors import InvalidResolutionError
+from tether.contracts.errors import InvalidResolutionError, RunHandedBackError
 from tether.contracts.events import BaseEvent, Event
 from tether.engine.events import EventStream
 from tether.engine.outcome import RunOutcome
@@ -28,6 +28,7 @@ class RunHandle:
         self._task: asyncio.Task[RunOutcome] | None = None
         self._segment: Segment | None = None
         self._cancel_reason: str | None = None
+        self._hand_back: RunHandedBackError | None = None
         self._early: list[tuple[str, Any]] = []
 
     def _bind(self, task: asyncio.Task[RunOutcome]) -> None:
@@ -37,6 +38,8 @@ class RunHandle:
         self._segment = segment
         if self._cancel_reason is not None:
             segment.cancel.abort(self._cancel_reason)
+        if self._hand_back is not None:
+            segment.hand_back(self._hand_back)
         for key, value in self._early:
             segment.pending_writes.append(asyncio.ensure_future(_resolve_early(segment, key, value)))
 
@@ -66,6 +69,21 @@ class RunHandle:
         self._cancel_reason = reason
         if self._segment is not None:
             self._segment.cancel.abort(reason)
+
+    def hand_back(self, reason: str = "handed back") -> None:
+        """Stop driving this run without settling it: in-flight calls are cut and journaled, the lease is
+        released, and awaiting the handle raises `RunHandedBackError`. Another driver resumes it at once
+        (a `tether worker` shutting down re-queues it). A run that already settled is left as it is."""
+        if self.done:
+            return
+        self._hand_back = RunHandedBackError(
+            f"handed back: this driver stopped run '{self.run_id}' unsettled ({reason}); its lease is released "
+            f"and its completed calls are journaled. Resume it (a worker does) to continue from there.",
+            run_id=self.run_id,
+            reason=reason,
+        )
+        if self._segment is not None:
+            self._segment.hand_back(self._hand_back)
 
     async def resolve_external(self, key: str, value: Any) -> bool:
         """Resolve a suspension of this run (live, or durably once settled); False if already closed.

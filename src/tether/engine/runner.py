@@ -111,14 +111,16 @@ def durable_options(run_id: str, opts: RunOptions, genesis: JournalEntry | None)
     return dataclasses.replace(opts, **fixed)
 
 
-def _ceiling(opts: RunOptions) -> float | None:
+def run_ceiling(opts: RunOptions) -> float | None:
+    """The run's USD ceiling: `budget_usd`, or the containment's `max_usd` when that is lower."""
     budget, c = opts.budget_usd, opts.containment
     if c is not None and c.max_usd is not None:
         return c.max_usd if budget is None else min(budget, c.max_usd)
     return budget
 
 
-def _genesis(engine: Engine, wf: Workflow, args_json: Any, opts: RunOptions) -> JournalEntry:
+def genesis_entry(engine: Engine, wf: Workflow, args_json: Any, opts: RunOptions) -> JournalEntry:
+    """The run's first entry: its workflow, args hash and the durable options every resume reads back."""
     c = opts.containment
     return JournalEntry(
         kind="decision",
@@ -188,7 +190,7 @@ async def _drive(
         args_json = to_jsonable(args, what="workflow args")
         genesis = genesis_of(entries)
         opts = durable_options(run_id, opts, genesis)
-        budget = _ceiling(opts)
+        budget = run_ceiling(opts)
         root = Account(budget, name="run")
         root.restore(spent_under(entries, None))
         seg = Segment(
@@ -218,7 +220,7 @@ async def _drive(
         agents.ctx = ctx
         handle._attach(seg)
         if seg.index.match("", GENESIS_KEY) is None and not opts.dry_run:
-            await seg.append(_genesis(engine, wf, args_json, opts))  # durable before any effect can run
+            await seg.append(genesis_entry(engine, wf, args_json, opts))  # durable before any effect can run
         live_meta: RunMeta | None = None
         if not opts.dry_run:
             now = engine.clock()
@@ -243,6 +245,8 @@ async def _drive(
             await seg.resources.aclose()  # MCP servers stop at settle, error and cancel alike
         if seg.lease_lost is not None:
             raise seg.lease_lost
+        if seg.handed_back is not None and status == "cancelled":
+            raise seg.handed_back  # unsettled on purpose: the next driver resumes it from here
         outcome = await _settle(seg, status, value, error, live_meta)
     events.emit(_run_end(outcome, seg))
     return outcome
@@ -306,6 +310,15 @@ async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], 
     return "error", None, exc
 
 
+def _dropped_json(seg: Segment) -> list[Any]:
+    """The segment's dropped branches as the settle entry keeps them (so `engine.wait` can report them)."""
+    try:
+        dropped = to_jsonable([d.model_dump(mode="json") for d in seg.dropped], what="dropped branches")
+    except (TetherError, ValueError):
+        return []
+    return dropped if isinstance(dropped, list) else []
+
+
 async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta: RunMeta | None) -> RunOutcome:
     """Append `run_settle` when the segment wrote something or the status changed, then seal."""
     pending = [k for k in (suspension_key(e) for e in seg.index.open_suspensions()) if k]
@@ -332,6 +345,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
                         "value": stored_value,
                         "error": error_dict(error),
                         "pending": pending,
+                        "dropped": _dropped_json(seg),
                     },
                 )
             )

@@ -89,6 +89,8 @@ class Segment:
     head: int = 0
     """The last seq this segment knows; every append claims the next one, so a stale view is refused."""
     lease_lost: TetherError | None = None
+    handed_back: TetherError | None = None
+    """Set by `hand_back`: the segment stops like a cancel but does not settle, and its lease is released."""
     warnings: list[str] = field(default_factory=list)
     allow_unpriced: bool = False
     _warned: set[str] = field(default_factory=set)
@@ -113,6 +115,13 @@ class Segment:
         if self.lease_lost is None:
             self.lease_lost = error
             self.cancel.abort(f"lease lost: {error.message}")
+
+    def hand_back(self, error: TetherError) -> None:
+        """Stop the segment without settling the run (a worker shutting down): in-flight calls are cut and
+        journal their terminals, then the lease is released so another driver resumes at once."""
+        if self.handed_back is None:
+            self.handed_back = error
+            self.cancel.abort(error.message)
 
     def _fenced(self) -> None:
         if self.lease_lost is not None:

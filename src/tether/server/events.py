@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from tether.contracts.entries import JournalEntry, RunStatus
+from tether.contracts.entries import JournalEntry, MetaStatus
 from tether.contracts.events import (
     AgentEnd,
     AgentEvent,
@@ -40,7 +40,7 @@ def sse_frame(event: Event) -> str:
     return f"id: {event.seq}\nevent: {event.type}\ndata: {event_json(event)}\n\n"
 
 
-def end_frame(run_id: str, status: RunStatus | None) -> str:
+def end_frame(run_id: str, status: MetaStatus | None) -> str:
     """Sent last on every stream (`event: end`): the run settled; clients close instead of reconnecting."""
     return f"event: end\ndata: {StreamEnd(run_id=run_id, status=status).model_dump_json()}\n\n"
 
@@ -131,7 +131,7 @@ async def live_events(handle: RunHandle, after: int = 0) -> AsyncIterator[str]:
         if event.seq > after:
             yield sse_frame(event)
     try:
-        status: RunStatus | None = (await handle).status
+        status: MetaStatus | None = (await handle).status
     except Exception:  # the run failed before it could settle; its error is in the run's detail
         status = None
     yield end_frame(handle.run_id, status)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from tether.contracts.entries import JournalEntry, RunStatus
+from tether.contracts.entries import JournalEntry, MetaStatus
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.messages import Message
 from tether.contracts.usage import Usage
@@ -17,7 +17,7 @@ CURSOR_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?~.+$"
 """A run-list cursor is a position, `<created_at>~<run_id>`."""
 BODY = ConfigDict(extra="forbid", strict=True)
 """Request bodies are JSON and validated strictly: `false` is not a number, `"1"` is not an int."""
-RUN_STATUSES: tuple[RunStatus, ...] = ("running", "ok", "error", "cancelled", "exhausted", "suspended")
+RUN_STATUSES: tuple[MetaStatus, ...] = ("queued", "running", "ok", "error", "cancelled", "exhausted", "suspended")
 
 
 class ErrorBody(BaseModel):
@@ -47,7 +47,7 @@ class StreamEnd(BaseModel):
     """The `data` of the last frame (`event: end`) of an event stream: the run settled (or is not followed further)."""
 
     run_id: str
-    status: RunStatus | None = None
+    status: MetaStatus | None = None
 
 
 class RunSummary(BaseModel):
@@ -55,7 +55,7 @@ class RunSummary(BaseModel):
 
     run_id: str
     workflow: str
-    status: RunStatus
+    status: MetaStatus
     budget_usd: float | None = None
     spent_usd: float = 0.0
     created_at: float
@@ -91,7 +91,7 @@ class Ceilings(BaseModel):
 class Settled(BaseModel):
     """The last settle of the run: how its latest segment ended."""
 
-    status: RunStatus
+    status: MetaStatus
     value: JsonValue = None
     error: dict[str, JsonValue] | None = None
     pending: list[str] = Field(default_factory=list)
@@ -215,7 +215,7 @@ class ResolveResult(BaseModel):
     """The run was live in this server and the parked branch continued at once."""
     resumed: bool
     """The run had settled `suspended`; this server's engine resumed it (its workflow is registered here)."""
-    status: RunStatus
+    status: MetaStatus
 
 
 class CancelRequest(BaseModel):
@@ -261,7 +261,7 @@ class StartRequest(BaseModel):
 class StartResult(BaseModel):
     run_id: str
     workflow: str
-    status: RunStatus
+    status: MetaStatus
     url: str
     """API path of the new run."""
 
@@ -269,7 +269,7 @@ class StartResult(BaseModel):
 class RunListQuery(BaseModel):
     """Query of `GET /api/runs`."""
 
-    status: RunStatus | None = None
+    status: MetaStatus | None = None
     limit: int = Field(default=50, ge=1, le=500)
     cursor: str | None = Field(default=None, max_length=1000, pattern=CURSOR_PATTERN,
                                description="The `next_cursor` of the previous page.")

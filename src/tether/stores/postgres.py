@@ -1,7 +1,11 @@
 """`PostgresStore`: journals in PostgreSQL (psycopg 3), shared by workers on any number of hosts.
 
 psycopg is imported here only, when the store first connects, so `import tether` never needs it.
-Appends and lease changes of one run serialize on `pg_advisory_xact_lock(hashtext(run_id))`.
+Every write is one round trip on a `psycopg_pool` pool: a server-side function (see `postgres_sql`)
+takes the run's advisory lock, checks the lease by the database's clock, checks the writer's view of
+the head and inserts the rows the client numbered and checksummed with the shared codec. Concurrent
+appends to one run from one store ride along in the next round trip (`group_commit`). The run queue
+lives in the same schema (`postgres_queue`).
 """
 
 from __future__ import annotations
@@ -10,128 +14,114 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import ConfigError, StoreUnavailableError
-from tether.stores.codec import decode_rows, effect_json, number_entries
-from tether.stores.leases import (
-    check_acquire,
-    check_fence,
-    new_lease,
-    releases,
-    renewed,
-)
+from tether.contracts.errors import ConfigError, LeaseHeldError, StoreUnavailableError
+from tether.stores.codec import decode_rows, effect_json
+from tether.stores.group_commit import GroupCommit
+from tether.stores.leases import check_acquire, check_fence, renewed
+from tether.stores.postgres_queue import PostgresQueue
+from tether.stores.postgres_sql import notify_channel, schema_statements, statements
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS {s}.entries (
-    run_id text NOT NULL, seq bigint NOT NULL, json text NOT NULL, PRIMARY KEY (run_id, seq));
-CREATE TABLE IF NOT EXISTS {s}.meta (
-    run_id text PRIMARY KEY, created_at double precision NOT NULL, json text NOT NULL);
-CREATE INDEX IF NOT EXISTS meta_by_created ON {s}.meta (created_at DESC, run_id);
-CREATE TABLE IF NOT EXISTS {s}.blobs (key text PRIMARY KEY, data bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS {s}.effects (
-    id bigserial PRIMARY KEY, run_id text NOT NULL, json text NOT NULL);
-CREATE INDEX IF NOT EXISTS effects_by_run ON {s}.effects (run_id, id);
-CREATE TABLE IF NOT EXISTS {s}.leases (
-    run_id text PRIMARY KEY, owner text NOT NULL, epoch bigint NOT NULL,
-    expires_at double precision NOT NULL, ttl_s double precision NOT NULL);
-CREATE TABLE IF NOT EXISTS {s}.epochs (run_id text PRIMARY KEY, epoch bigint NOT NULL)
-"""
+
+def redact(dsn: str) -> str:
+    """The DSN without its password (URL or `key=value` form), for messages and health lines."""
+    dsn = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", r"\1***", dsn, flags=re.IGNORECASE)
 
 
-def _redacted(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+def split_dsn(dsn: str) -> tuple[str, str | None]:
+    """(the DSN libpq sees, the `schema=` query parameter tether reads from it, if any)."""
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    if schema is None:
+        return dsn, None
+    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
 
 
-class PostgresStore:
-    """A journal store in one PostgreSQL schema (created on first use), with leases."""
+def _forget(tasks: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
+    def done(task: asyncio.Future[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a statement we stopped waiting for may fail quietly
+
+    return done
+
+
+def _lease(run_id: str, owner: str | None, epoch: int | None, expires: float | None, ttl: float | None) -> Lease | None:
+    if owner is None or epoch is None or expires is None or ttl is None:
+        return None
+    return Lease(
+        run_id=run_id, owner=LeaseOwner.model_validate_json(owner), epoch=epoch, expires_at=expires, ttl_s=ttl
+    )
+
+
+class PostgresStore(PostgresQueue):
+    """A journal store and run queue in one PostgreSQL schema (created on first use), with leases.
+
+    The schema defaults to `tether`, or the URL's `?schema=NAME`. `clock` is this host's clock and
+    decides nothing: lease acquisition, renewal and expiry are judged by the database's clock.
+    """
 
     def __init__(
         self,
         dsn: str,
         *,
-        schema: str = "tether",
+        schema: str | None = None,
         min_size: int = 1,
         max_size: int = 8,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        conninfo, from_url = split_dsn(dsn)
+        schema = schema or from_url or "tether"
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError(
                 f"postgres schema {schema!r} is not a plain identifier; use letters, digits and "
                 f"'_' (at most 63), starting with a letter or '_'."
             )
         self.dsn = dsn
+        self.conninfo = conninfo
         self.schema = schema
+        self.channel = notify_channel(schema)
         self._sizes = (min_size, max_size)
         self._clock = clock
         self._pool: AsyncConnectionPool | None = None
         self._opening = asyncio.Lock()
-        s = f'"{schema}"'
-        self._sql = {
-            "lock": "SELECT pg_advisory_xact_lock(hashtext(%s))",
-            "head": f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM {s}.entries WHERE run_id = %s),"
-            f" l.owner, l.epoch, l.expires_at, l.ttl_s FROM (SELECT 1) AS one"
-            f" LEFT JOIN {s}.leases AS l ON l.run_id = %s",
-            "insert": f"INSERT INTO {s}.entries (run_id, seq, json)"
-            f" SELECT %s, unnest(%s::bigint[]), unnest(%s::text[])",
-            "load": f"SELECT seq, json FROM {s}.entries WHERE run_id = %s ORDER BY seq",
-            "meta_put": f"INSERT INTO {s}.meta (run_id, created_at, json) VALUES (%s, %s, %s)"
-            f" ON CONFLICT (run_id) DO UPDATE SET created_at = EXCLUDED.created_at,"
-            f" json = EXCLUDED.json",
-            "meta_get": f"SELECT json FROM {s}.meta WHERE run_id = %s",
-            "meta_list": f"SELECT json FROM {s}.meta ORDER BY created_at DESC, run_id LIMIT %s",
-            "blob_put": f"INSERT INTO {s}.blobs (key, data) VALUES (%s, %s)"
-            f" ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data",
-            "blob_get": f"SELECT data FROM {s}.blobs WHERE key = %s",
-            "effect_put": f"INSERT INTO {s}.effects (run_id, json) VALUES (%s, %s)",
-            "effect_load": f"SELECT json FROM {s}.effects WHERE run_id = %s ORDER BY id",
-            "epoch_get": f"SELECT epoch FROM {s}.epochs WHERE run_id = %s",
-            "epoch_put": f"INSERT INTO {s}.epochs (run_id, epoch) VALUES (%s, %s)"
-            f" ON CONFLICT (run_id) DO UPDATE SET epoch = EXCLUDED.epoch",
-            "lease_put": f"INSERT INTO {s}.leases (run_id, owner, epoch, expires_at, ttl_s)"
-            f" VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET"
-            f" owner = EXCLUDED.owner, epoch = EXCLUDED.epoch,"
-            f" expires_at = EXCLUDED.expires_at, ttl_s = EXCLUDED.ttl_s",
-            "lease_del": f"DELETE FROM {s}.leases WHERE run_id = %s",
-        }
-        self._deletes = [
-            f"DELETE FROM {s}.{t} WHERE run_id = %s"
-            for t in ("entries", "meta", "effects", "leases")
-        ]
+        self._sql = statements(schema)
+        self._appends = GroupCommit(self._send_append)
+        self._stuck: set[asyncio.Future[Any]] = set()
+        self._owners: dict[LeaseOwner, str] = {}
+        self._unavailable: tuple[type[Exception], ...] = ()
+        super().__init__()
 
+    def describe(self) -> str:
+        return f"{redact(self.conninfo)} (schema {self.schema})"
+
+    # -- connections -----------------------------------------------------------------------------
     async def _ready(self) -> AsyncConnectionPool:
-        """Connect, create the schema (serialized across processes) and open the pool, once."""
+        """Connect, bring the schema to this version (serialized across processes), open the pool, once."""
+        if self._pool is not None:
+            return self._pool
         async with self._opening:
             if self._pool is None:
+                await self._migrate()
                 import psycopg
-                from psycopg_pool import AsyncConnectionPool
+                from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-                try:
-                    conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-                except psycopg.OperationalError as exc:
-                    why = " ".join(str(exc).split()).rstrip(".?")
-                    raise ConfigError(
-                        f"cannot connect to the PostgreSQL store {_redacted(self.dsn)}: {why}. "
-                        f"Check the store URL and that the server is up.",
-                        dsn=_redacted(self.dsn),
-                    ) from None
-                async with conn, conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('tether:schema'))")
-                    await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                    for statement in _TABLES.format(s=f'"{self.schema}"').split(";"):
-                        await conn.execute(statement)
+                self._unavailable = (psycopg.OperationalError, PoolTimeout)
+
                 pool = AsyncConnectionPool(
-                    self.dsn,
+                    self.conninfo,
                     min_size=self._sizes[0],
                     max_size=self._sizes[1],
                     kwargs={"autocommit": True},
@@ -141,153 +131,211 @@ class PostgresStore:
                 self._pool = pool
             return self._pool
 
-    @asynccontextmanager
-    async def _driver(self) -> AsyncIterator[None]:
-        """psycopg's connection failures as a typed, retryable error naming the DSN without its password."""
+    async def _migrate(self) -> None:
         import psycopg
-        from psycopg_pool import PoolTimeout
+
+        from tether.stores.postgres_sql import SCHEMA_VERSION
 
         try:
-            yield
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
             why = " ".join(str(exc).split()).rstrip(".?")
+            raise ConfigError(
+                f"cannot connect to the PostgreSQL store {redact(self.dsn)}: {why}. "
+                f"Check the store URL and that the server is up.",
+                dsn=redact(self.dsn),
+            ) from None
+        async with conn:
+            try:
+                row = await (await conn.execute(self._sql["version"])).fetchone()
+                if row is not None and row[0] >= SCHEMA_VERSION:
+                    return
+            except psycopg.errors.UndefinedTable:
+                pass
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext('tether:schema'))")
+                for statement in schema_statements(self.schema):
+                    await conn.execute(statement)
+
+    def _unreachable(self, exc: Exception) -> StoreUnavailableError:
+        """psycopg's connection failures as a typed, retryable error naming the DSN without its password."""
+        why = " ".join(str(exc).split()).rstrip(".?")
+        return StoreUnavailableError(
+            f"PostgreSQL store {redact(self.dsn)} is unavailable ({why}); nothing was written. "
+            f"Check that the server is up and reachable, then retry or resume the run.",
+            dsn=redact(self.dsn),
+        )
+
+    async def _fetch(self, name: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Run one named statement on a pooled connection: one round trip."""
+        pool = self._pool or await self._ready()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(self._sql[name], params)
+                return await cur.fetchall() if cur.description is not None else []
+        except self._unavailable as exc:
+            raise self._unreachable(exc) from None
+
+    async def _fetch_within(self, name: str, params: tuple[Any, ...], timeout_s: float) -> list[tuple[Any, ...]]:
+        """`_fetch`, but give up waiting after `timeout_s` (the statement is left to finish or fail on its own)."""
+        task = asyncio.ensure_future(self._fetch(name, params))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        except TimeoutError:
+            self._stuck.add(task)
+            task.add_done_callback(_forget(self._stuck))
             raise StoreUnavailableError(
-                f"PostgreSQL store {_redacted(self.dsn)} is unavailable ({why}); nothing was written. "
-                f"Check that the server is up and reachable, then retry or resume the run.",
-                dsn=_redacted(self.dsn),
+                f"PostgreSQL store {redact(self.dsn)} did not answer within {timeout_s:.2f} s (a network partition "
+                f"or an overloaded server); the {name} may not have happened. Retry once it is reachable.",
+                dsn=redact(self.dsn),
             ) from None
 
-    @asynccontextmanager
-    async def _tx(self, run_id: str | None = None) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled connection in a transaction, holding `run_id`'s advisory lock if given."""
-        pool = await self._ready()
-        async with self._driver(), pool.connection() as conn, conn.transaction():
-            if run_id is not None:
-                await conn.execute(self._sql["lock"], (run_id,))
-            yield conn
+    def _reject(self, run_id: str, lease: Lease, row: tuple[Any, ...] | str, action: str = "append") -> NoReturn:
+        """Raise the shared fencing error for a write the database refused.
 
-    async def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        pool = await self._ready()
-        async with self._driver(), pool.connection() as conn:
-            cur = await conn.execute(self._sql[query], params)
-            return await cur.fetchall()
-
-    async def _fenced(self, conn: AsyncConnection[Any], run_id: str, lease: Lease | None) -> None:
-        if lease is not None:
-            _, held = await self._head(conn, run_id)
-            check_fence(run_id, lease, held, self._clock())
-
-    async def _head(self, conn: AsyncConnection[Any], run_id: str) -> tuple[int, Lease | None]:
-        """The run's last seq and current lease, read under its advisory lock."""
-        cur = await conn.execute(self._sql["head"], (run_id, run_id))
-        row = await cur.fetchone()
-        assert row is not None
-        last, owner, epoch, expires_at, ttl_s = row
-        if owner is None:
-            return int(last), None
-        lease = Lease(
+        `row` is the lease it found (owner, epoch, expiry, ttl, database now), or a write's `fence:<JSON>` answer.
+        """
+        if isinstance(row, str):
+            row = tuple(json.loads(row.partition(":")[2]))
+        owner, epoch, expires, ttl, now = row
+        held = _lease(run_id, owner, epoch, expires, ttl)
+        check_fence(run_id, lease, held, now)
+        raise LeaseHeldError(
+            f"lease rejected: run '{run_id}' refused this driver's {action} at epoch {lease.epoch}; nothing "
+            f"was written. Resume the run to continue under a new lease.",
             run_id=run_id,
-            owner=LeaseOwner.model_validate_json(owner),
-            epoch=epoch,
-            expires_at=expires_at,
-            ttl_s=ttl_s,
+            epoch=lease.epoch,
         )
-        return int(last), lease
 
+    def _fence_args(self, lease: Lease | None) -> tuple[int | None, str | None]:
+        return (None, None) if lease is None else (lease.epoch, self._owner_json(lease.owner))
+
+    def _owner_json(self, owner: LeaseOwner) -> str:
+        """An owner as the leases table stores it (remembered: every fenced write sends it)."""
+        text = self._owners.get(owner)
+        if text is None:
+            if len(self._owners) >= 256:
+                self._owners.clear()
+            text = self._owners[owner] = owner.model_dump_json()
+        return text
+
+    # -- appends (group commit) --------------------------------------------------------------------
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
-        return (await self.append_many(run_id, [entry], lease))[0]
+        return (await self._appends.append_many(run_id, [entry], lease))[0]
 
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
-        async with self._tx(run_id) as conn:
-            last, held = await self._head(conn, run_id)
-            if lease is not None:
-                check_fence(run_id, lease, held, self._clock())
-            if not entries:
-                return []
-            rows = number_entries(run_id, last, entries)
-            seqs = [seq for seq, _ in rows]
-            await conn.execute(self._sql["insert"], (run_id, seqs, [text for _, text in rows]))
-        return seqs
+        return await self._appends.append_many(run_id, entries, lease)
 
+    async def _send_append(
+        self, run_id: str, head: int | None, rows: list[tuple[int, str]], lease: Lease | None
+    ) -> int | None:
+        """One append round trip: None once written, or the real head when `head` was not it."""
+        if len(rows) == 1:  # one entry: plain parameters are cheaper to send than arrays
+            payload: tuple[Any, ...] = (rows[0][0], rows[0][1], None, None)
+        else:
+            payload = (None, None, [seq for seq, _ in rows], [text for _, text in rows])
+        ((answer,),) = await self._fetch("append", (run_id, head, *payload, *self._fence_args(lease)))
+        if answer.startswith("fence:"):
+            assert lease is not None
+            self._reject(run_id, lease, answer)
+        return int(answer[5:]) if answer.startswith("head:") else None
+
+    # -- reads, meta, blobs, effects -------------------------------------------------------------
     async def load(self, run_id: str) -> list[JournalEntry]:
-        rows = await self._rows("load", (run_id,))
-        return decode_rows(run_id, rows, f"postgres schema {self.schema}")
+        rows = await self._fetch("load", (run_id,))
+        entries = decode_rows(run_id, rows, f"postgres schema {self.schema}")
+        if entries:
+            self._appends.saw_head(run_id, len(entries))
+        return entries
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
-        async with self._tx(meta.run_id if lease is not None else None) as conn:
-            await self._fenced(conn, meta.run_id, lease)
-            await conn.execute(
-                self._sql["meta_put"], (meta.run_id, meta.created_at, meta.model_dump_json())
-            )
+        params = (meta.run_id, meta.created_at, meta.status, meta.model_dump_json(), *self._fence_args(lease))
+        ((answer,),) = await self._fetch("meta_put", params)
+        if answer != "ok":
+            assert lease is not None
+            self._reject(meta.run_id, lease, answer, "meta write")
 
     async def get_meta(self, run_id: str) -> RunMeta | None:
-        rows = await self._rows("meta_get", (run_id,))
+        rows = await self._fetch("meta_get", (run_id,))
         return RunMeta.model_validate_json(rows[0][0]) if rows else None
 
-    async def list_runs(self, *, limit: int = 100) -> list[RunMeta]:
-        return [RunMeta.model_validate_json(r[0]) for r in await self._rows("meta_list", (limit,))]
+    async def list_runs(self, *, limit: int = 100, status: str | None = None) -> list[RunMeta]:
+        if status is None:
+            rows = await self._fetch("meta_list", (limit,))
+        else:
+            rows = await self._fetch("meta_list_status", (status, status, limit))
+        return [RunMeta.model_validate_json(r[0]) for r in rows]
 
     async def delete(self, run_id: str) -> None:
-        async with self._tx(run_id) as conn:
-            for statement in self._deletes:
-                await conn.execute(statement, (run_id,))
+        await self._fetch("delete", (run_id,))
+        self._appends.forget(run_id)
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
-        async with self._tx(lease.run_id if lease is not None else None) as conn:
-            if lease is not None:
-                await self._fenced(conn, lease.run_id, lease)
-            await conn.execute(self._sql["blob_put"], (key, bytes(data)))
+        run_id = lease.run_id if lease is not None else None
+        ((answer,),) = await self._fetch("blob_put", (key, bytes(data), run_id, *self._fence_args(lease)))
+        if answer != "ok":
+            assert lease is not None
+            self._reject(lease.run_id, lease, answer, "blob write")
 
     async def get_blob(self, key: str) -> bytes | None:
-        rows = await self._rows("blob_get", (key,))
+        rows = await self._fetch("blob_get", (key,))
         return bytes(rows[0][0]) if rows else None
 
     async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
-        text = effect_json(run_id, row)
-        async with self._tx() as conn:
-            await conn.execute(self._sql["effect_put"], (run_id, text))
+        await self._fetch("effect_put", (run_id, effect_json(run_id, row)))
 
     async def load_effects(self, run_id: str) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in await self._rows("effect_load", (run_id,))]
+        return [json.loads(r[0]) for r in await self._fetch("effect_load", (run_id,))]
 
+    # -- leases (the database's clock) -------------------------------------------------------------
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
-        async with self._tx(run_id) as conn:
-            _, held = await self._head(conn, run_id)
-            now = self._clock()
-            check_acquire(run_id, held, owner, ttl_s, now)
-            cur = await conn.execute(self._sql["epoch_get"], (run_id,))
-            row = await cur.fetchone()
-            lease = new_lease(run_id, owner, 0 if row is None else int(row[0]), ttl_s, now)
-            await conn.execute(self._sql["epoch_put"], (run_id, lease.epoch))
-            await self._put_lease(conn, lease)
-        return lease
-
-    async def _put_lease(self, conn: AsyncConnection[Any], lease: Lease) -> None:
-        params = (
-            lease.run_id,
-            lease.owner.model_dump_json(),
-            lease.epoch,
-            lease.expires_at,
-            lease.ttl_s,
+        check_acquire(run_id, None, owner, ttl_s, 0.0)  # validates ttl_s
+        takeover: int | None = None
+        for _ in range(3):
+            params = (run_id, self._owner_json(owner), owner.owner_id, ttl_s, takeover)
+            ((outcome, owner_json, epoch, expires, ttl, now),) = await self._fetch("acquire", params)
+            held = _lease(run_id, owner_json, epoch, expires, ttl)
+            assert held is not None
+            if outcome == "ok":
+                return held.model_copy(update={"owner": owner})
+            check_acquire(run_id, held, owner, ttl_s, now)  # raises unless the holder is provably dead here
+            takeover = held.epoch
+        raise LeaseHeldError(
+            f"lease held: run '{run_id}' changed hands three times while this driver tried to take it over; "
+            f"nothing was written. Retry in a moment.",
+            run_id=run_id,
         )
-        await conn.execute(self._sql["lease_put"], params)
 
     async def renew(self, lease: Lease) -> Lease:
-        async with self._tx(lease.run_id) as conn:
-            _, held = await self._head(conn, lease.run_id)
-            fresh = renewed(lease, held, self._clock())
-            await self._put_lease(conn, fresh)
-        return fresh
+        # A renewal slower than a quarter of the TTL counts as failed at once, so a driver cut off from the
+        # database stops on time (a cancelled psycopg query can take seconds to give up on a dead link).
+        ((outcome, owner, epoch, expires, ttl, now),) = await self._fetch_within(
+            "renew", (lease.run_id, *self._fence_args(lease)), lease.ttl_s / 4
+        )
+        held = _lease(lease.run_id, owner, epoch, expires, ttl)
+        if outcome == "ok" and held is not None:
+            return held
+        renewed(lease, held, now)  # raises the shared "lease lost" error
+        raise LeaseHeldError(f"lease lost: run '{lease.run_id}' refused the renewal of epoch {lease.epoch}.",
+                             run_id=lease.run_id, epoch=lease.epoch)
 
     async def release(self, lease: Lease) -> None:
-        async with self._tx(lease.run_id) as conn:
-            _, held = await self._head(conn, lease.run_id)
-            if releases(lease, held):
-                await conn.execute(self._sql["lease_del"], (lease.run_id,))
+        await self._fetch("release", (lease.run_id, lease.epoch))
+
+    async def lease_of(self, run_id: str) -> Lease | None:
+        """The run's current lease, live or expired (for operators and tests), or None."""
+        rows = await self._fetch("lease_get", (run_id,))
+        return _lease(run_id, *rows[0][:4]) if rows else None
 
     async def close(self) -> None:
+        await self._appends.close()
+        for task in list(self._stuck):
+            task.cancel()
+        if self._stuck:
+            await asyncio.wait(list(self._stuck), timeout=1.0)
+        await self._close_listener()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None

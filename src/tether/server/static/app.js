@@ -1,7 +1,7 @@
 /* tether inspector: a dependency-free single page over the tether serve JSON API and its SSE stream. */
 "use strict";
 (function () {
-  const STATUSES = ["running", "suspended", "ok", "error", "exhausted", "cancelled"];
+  const STATUSES = ["queued", "running", "suspended", "ok", "error", "exhausted", "cancelled"];
   const EVENT_TYPES = [
     "run:start", "run:end", "phase:start", "log", "budget:update", "agent:queued", "agent:start", "agent:end",
     "agent:error", "agent:schema-retry", "agent:stream", "tool:start", "tool:end", "spawn", "spawn:refused",

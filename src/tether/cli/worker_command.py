@@ -1,0 +1,56 @@
+"""`tether worker --app MODULE:ENGINE`: claim and drive queued runs until SIGTERM, then hand back and exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Annotated
+
+import typer
+
+from tether.cli.app import STORE_ENV, load_engine
+from tether.cli.shell import StoreOpt
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(worker)
+
+
+def worker(
+    app_target: Annotated[str, typer.Option("--app", help="MODULE:ENGINE, the module's tether.Engine.")],
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", help="Queue to claim from (repeat for several; default: default).")
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Runs this worker drives at once.")] = 8,
+    store: StoreOpt = None,
+    grace: Annotated[
+        float, typer.Option("--grace", min=0.0, help="On SIGTERM, seconds runs may finish before they are handed back.")
+    ] = 0.0,
+    poll: Annotated[
+        float, typer.Option("--poll", min=0.01, help="Seconds between claims when no notification comes.")
+    ] = 1.0,
+    worker_id: Annotated[str | None, typer.Option("--id", help="Worker id (default host:pid).")] = None,
+) -> None:
+    """Claim queued runs and drive them (PostgreSQL store); SIGTERM hands them back and exits 0."""
+    from tether.worker import Worker
+
+    engine = load_engine(app_target)  # the one `--app` resolution (cli/app.py)
+    url = store or os.environ.get(STORE_ENV)
+    if url:  # a worker may point the app's engine at the cluster's store
+        engine.use_store(url)
+    runner = Worker(
+        engine, queues=queue or ["default"], concurrency=concurrency, poll_s=poll, grace_s=grace, worker_id=worker_id,
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await runner.run(stop)
+        finally:
+            await engine.close()
+
+    asyncio.run(main())  # a TetherError becomes one line on stderr (TetherGroup)

@@ -1,0 +1,194 @@
+"""The run queue on PostgreSQL: enqueue, `SKIP LOCKED` claims, hand-backs, and LISTEN/NOTIFY wake-ups.
+
+A queued run is a row beside its journal. Workers claim rows in priority then age order, skipping
+rows other claimers hold and runs with a live lease; a claim whose holder's lease expired (a dead
+or cut-off worker) is claimed again. A per-queue cap counts claimed rows cluster-wide under an
+advisory lock, so the cap holds however many workers claim at once. Every time is the database's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from tether.contracts.entries import JournalEntry, Lease, RunMeta
+from tether.contracts.errors import LeaseHeldError
+from tether.contracts.queue import Claim, ClaimRequest, FinishState, QueuedRun, QueueEntry
+from tether.stores.codec import number_entries
+
+_RECONNECT_S = (0.1, 5.0)  # backoff bounds of the LISTEN connection
+
+
+class Subscription:
+    """Wake-ups for some topics; `wait` returns True once one of them was notified since `clear`."""
+
+    def __init__(self, listener: Listener, topics: Sequence[str]) -> None:
+        self._listener = listener
+        self.topics = frozenset(topics)
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self, timeout_s: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout_s)
+        return self._event.is_set()
+
+    def close(self) -> None:
+        self._listener.drop(self)
+
+
+class Listener:
+    """One LISTEN connection per store, reconnecting with backoff; wakes the subscriptions a payload names.
+
+    While it is disconnected nothing is lost for good: callers wait with a timeout and poll, and a
+    reconnect wakes every subscription so they look again at once.
+    """
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        self._conninfo = conninfo
+        self._channel = channel
+        self._subs: set[Subscription] = set()
+        self._listening = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def subscribe(self, topics: Sequence[str], ready_s: float = 2.0) -> Subscription:
+        sub = Subscription(self, topics)
+        self._subs.add(sub)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._listen())
+        with contextlib.suppress(TimeoutError):  # not listening yet: the caller's polling covers it
+            await asyncio.wait_for(self._listening.wait(), ready_s)
+        return sub
+
+    def drop(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    def _dispatch(self, payload: str) -> None:
+        for sub in list(self._subs):
+            if payload in sub.topics:
+                sub.notify()
+
+    async def _listen(self) -> None:
+        import psycopg
+
+        backoff, reconnect = _RECONNECT_S[0], False
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, connect_timeout=5)
+                async with conn:
+                    await conn.execute(f'LISTEN "{self._channel}"')
+                    self._listening.set()
+                    backoff = _RECONNECT_S[0]
+                    if reconnect:
+                        for sub in list(self._subs):
+                            sub.notify()  # anything sent while we were away: look again
+                    reconnect = True
+                    async for note in conn.notifies():
+                        self._dispatch(note.payload)
+            except (psycopg.Error, OSError):
+                pass
+            self._listening.clear()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _RECONNECT_S[1])
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
+
+
+class PostgresQueue:
+    """The `QueueStore` half of `PostgresStore` (which supplies the connection and fencing helpers)."""
+
+    conninfo: str
+    channel: str
+    schema: str
+
+    def __init__(self) -> None:
+        self._listener: Listener | None = None
+
+    async def _fetch(self, name: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _reject(self, run_id: str, lease: Lease, row: tuple[Any, ...], action: str = "append") -> NoReturn:
+        raise NotImplementedError
+
+    def _fence_args(self, lease: Lease | None) -> tuple[int | None, str | None]:
+        raise NotImplementedError
+
+    async def enqueue(self, run: QueuedRun, meta: RunMeta, genesis: JournalEntry | None) -> bool:
+        text = None if genesis is None else number_entries(run.run_id, 0, [genesis])[0][1]
+        params = (
+            run.run_id, run.queue, run.priority, run.workflow, run.deadline_s, meta.created_at,
+            meta.model_dump_json(), text,
+        )
+        ((outcome,),) = await self._fetch("enqueue", params)
+        if outcome == "held":
+            raise LeaseHeldError(
+                f"run '{run.run_id}' is being driven right now (its lease is live), so it was not queued; "
+                f"enqueue it once that driver has settled it, or let that driver finish.",
+                run_id=run.run_id,
+            )
+        if outcome == "raced":
+            raise LeaseHeldError(
+                f"run '{run.run_id}' was started elsewhere while it was being queued; nothing was queued. "
+                f"Enqueue it again to queue the run as it now stands.",
+                run_id=run.run_id,
+            )
+        return bool(outcome == "queued")
+
+    async def claim(self, request: ClaimRequest) -> list[Claim]:
+        caps = [request.limits.get(q) for q in request.queues]
+        params = (request.worker, request.queues, caps, request.workflows, request.limit, request.ttl_s)
+        claims = []
+        for run_id, queue, workflow, claim_id, deadline, attempts, takeover, meta in await self._fetch(
+            "claim", params
+        ):
+            args = RunMeta.model_validate_json(meta).args if meta is not None else None
+            claims.append(
+                Claim(
+                    run_id=run_id, queue=queue, workflow=workflow, claim_id=claim_id,
+                    args=args if isinstance(args, dict) else {}, deadline_s=deadline, attempts=attempts,
+                    takeover=takeover,
+                )
+            )
+        return claims
+
+    async def finish(self, claim: Claim, state: FinishState, error: str | None = None) -> bool:
+        ((done,),) = await self._fetch("finish", (claim.run_id, claim.claim_id, state, error))
+        return bool(done)
+
+    async def requeue(self, lease: Lease) -> bool:
+        ((outcome, *lease_row),) = await self._fetch(
+            "requeue", (lease.run_id, *self._fence_args(lease))
+        )
+        if outcome == "fence":
+            self._reject(lease.run_id, lease, tuple(lease_row), "re-queue")
+        return bool(outcome == "ok")
+
+    async def queue_entry(self, run_id: str) -> QueueEntry | None:
+        rows = await self._fetch("queue_get", (run_id,))
+        if not rows:
+            return None
+        names = ("run_id", "queue", "workflow", "priority", "state", "enqueued_at", "claim_id", "claimed_by",
+                 "attempts", "error")
+        return QueueEntry.model_validate(dict(zip(names, rows[0], strict=True)))
+
+    async def subscribe(self, topics: Sequence[str]) -> Subscription:
+        if self._listener is None:
+            self._listener = Listener(self.conninfo, self.channel)
+        return await self._listener.subscribe(topics)
+
+    async def _close_listener(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None

@@ -1,0 +1,217 @@
+"""`Worker`: claims queued runs from a shared store and drives them through the engine's public API.
+
+A worker holds up to `concurrency` runs at once. It claims when it has room and is woken by the
+store's notifications (polling every `poll_s` as the fallback, which is also how lapsed claims of
+dead workers are found). Each run is `engine.start(...)` of its id, so it resumes from the journal
+under the run's lease; when it settles the worker reports the claim done (or suspended). Stopping
+stops claiming, lets runs finish for `grace_s`, then hands the rest back: their leases are released
+and they are queued again, so another worker resumes them at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tether.contracts.errors import (
+    ConfigError,
+    LeaseHeldError,
+    RunHandedBackError,
+    StoreUnavailableError,
+    TetherError,
+)
+from tether.contracts.protocols import QueueStore, Wakeups
+from tether.contracts.queue import DEFAULT_QUEUE, Claim, ClaimRequest, FinishState, queue_topic
+from tether.engine.queue import queue_store
+
+if TYPE_CHECKING:
+    from tether.engine.engine import Engine
+    from tether.engine.handle import RunHandle
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did, counted per claim."""
+
+    claimed: int = 0
+    takeovers: int = 0
+    settled: int = 0
+    suspended: int = 0
+    handed_back: int = 0
+    lost: int = 0
+    failed: int = 0
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+class Worker:
+    """One worker process's claim loop (`tether worker` runs one)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        queues: Sequence[str] = (DEFAULT_QUEUE,),
+        concurrency: int = 8,
+        poll_s: float = 1.0,
+        grace_s: float = 0.0,
+        worker_id: str | None = None,
+        log: Callable[[str], None] = _print,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError(f"worker concurrency must be at least 1, got {concurrency}")
+        if not queues:
+            raise ConfigError("a worker needs at least one queue to claim from")
+        if poll_s <= 0 or grace_s < 0:
+            raise ConfigError(f"poll must be > 0 and grace >= 0 seconds, got poll {poll_s}, grace {grace_s}")
+        self.engine = engine
+        self.queues = list(dict.fromkeys(queues))
+        self.concurrency = concurrency
+        self.poll_s = poll_s
+        self.grace_s = grace_s
+        self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.stats = WorkerStats()
+        self._log = log
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._handles: dict[str, RunHandle] = {}
+        self._freed = asyncio.Event()
+        self._handing_back = False
+        self._turn = 0
+
+    def health(self, store: QueueStore) -> str:
+        """The line a worker prints when it is ready: who, what it serves, and where."""
+        queues = ", ".join(
+            f"{q} (cap {self.engine.queues[q]})" if q in self.engine.queues else q for q in self.queues
+        )
+        workflows = ", ".join(sorted(self.engine.workflows)) or "none registered"
+        return (
+            f"tether worker {self.id} ready: queues {queues}; concurrency {self.concurrency}; workflows "
+            f"{workflows}; store {store.describe()}; lease ttl {self.engine.lease_ttl_s:g} s; poll {self.poll_s:g} s"
+        )
+
+    async def run(self, stop: asyncio.Event | None = None) -> WorkerStats:
+        """Claim and drive runs until `stop` is set, then finish or hand back what it holds."""
+        stop = stop or asyncio.Event()
+        store = queue_store(await self.engine.store(), "tether worker")
+        wakeups = await store.subscribe([queue_topic(q) for q in self.queues])
+        self._log(self.health(store))
+        try:
+            while not stop.is_set():
+                wakeups.clear()
+                self._freed.clear()
+                room = self.concurrency - len(self._tasks)
+                if room > 0:
+                    claims = await self._claim(store, room)
+                    for claim in claims:
+                        self._start(store, claim)
+                    if len(claims) == room:
+                        continue  # there may be more: claim again as soon as there is room
+                await self._idle(wakeups, stop)
+        finally:
+            wakeups.close()
+            await self._shutdown()
+        return self.stats
+
+    async def _claim(self, store: QueueStore, room: int) -> list[Claim]:
+        turn = self._turn % len(self.queues)  # rotate, so a busy first queue never starves the others
+        self._turn += 1
+        order = self.queues[turn:] + self.queues[:turn]
+        request = ClaimRequest(
+            worker=self.id,
+            queues=order,
+            workflows=sorted(self.engine.workflows),
+            limit=room,
+            ttl_s=self.engine.lease_ttl_s,
+            limits={q: self.engine.queues[q] for q in order if q in self.engine.queues},
+        )
+        try:
+            return await store.claim(request)
+        except StoreUnavailableError as exc:
+            self._log(f"worker {self.id}: claim failed, will retry: {exc.message}")
+            return []
+
+    async def _idle(self, wakeups: Wakeups, stop: asyncio.Event) -> None:
+        """Until new work is announced, a run frees a slot, `stop` is set, or the poll interval passes."""
+        waiters = [
+            asyncio.ensure_future(wakeups.wait(self.poll_s)),
+            asyncio.ensure_future(self._freed.wait()),
+            asyncio.ensure_future(stop.wait()),
+        ]
+        try:
+            await asyncio.wait(waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    def _start(self, store: QueueStore, claim: Claim) -> None:
+        self.stats.claimed += 1
+        self.stats.takeovers += claim.takeover
+        task = asyncio.get_running_loop().create_task(self._drive(store, claim))
+        self._tasks[claim.run_id] = task
+
+    async def _drive(self, store: QueueStore, claim: Claim) -> None:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        how = "taken over" if claim.takeover else "claimed"
+        self._log(f"run {claim.run_id}: {how} from queue {claim.queue} (attempt {claim.attempts})")
+        state: FinishState = "failed"
+        error: str | None = None
+        try:
+            handle = self.engine.start(claim.workflow, claim.args, run_id=claim.run_id, deadline_s=claim.deadline_s)
+            self._handles[claim.run_id] = handle
+            if self._handing_back:
+                handle.hand_back("worker shutting down")
+            outcome = await handle
+            state = "suspended" if outcome.status == "suspended" else "done"
+            self.stats.suspended += state == "suspended"
+            self.stats.settled += state == "done"
+            self._log(
+                f"run {claim.run_id}: {outcome.status} in {loop.time() - began:.2f} s, "
+                f"{outcome.cost.total_usd:.6f} USD, replayed {outcome.replay.hits}"
+            )
+        except RunHandedBackError:
+            state = "queued"
+            self.stats.handed_back += 1
+            self._log(f"run {claim.run_id}: handed back after {loop.time() - began:.2f} s")
+        except (LeaseHeldError, StoreUnavailableError) as exc:
+            state = "queued"  # another driver has it, or will once its lease lapses: never settle it here
+            self.stats.lost += 1
+            self._log(f"run {claim.run_id}: stopped, {exc.message}")
+        except TetherError as exc:
+            error = exc.message
+            self.stats.failed += 1
+            self._log(f"run {claim.run_id}: failed ({exc.code}): {exc.message}")
+        except Exception as exc:  # a bug, not the workflow's error (those settle the run `error`)
+            error = f"{type(exc).__name__}: {exc}"
+            self.stats.failed += 1
+            self._log(f"run {claim.run_id}: failed: {error}")
+        finally:
+            self._handles.pop(claim.run_id, None)
+        try:
+            await store.finish(claim, state, error)
+        except TetherError as exc:
+            self._log(f"run {claim.run_id}: could not report {state} ({exc.message}); its claim lapses instead")
+        finally:
+            self._tasks.pop(claim.run_id, None)
+            self._freed.set()
+
+    async def _shutdown(self) -> None:
+        """Stop claiming (the caller did), let runs finish for `grace_s`, hand the rest back, wait for all."""
+        tasks = list(self._tasks.values())
+        if tasks and self.grace_s > 0:
+            self._log(f"worker {self.id}: stopping; {len(tasks)} run(s) may finish within {self.grace_s:g} s")
+            await asyncio.wait(tasks, timeout=self.grace_s)
+        if self._tasks:
+            self._log(f"worker {self.id}: handing back {len(self._tasks)} run(s)")
+        self._handing_back = True
+        for handle in list(self._handles.values()):
+            handle.hand_back("worker shutting down")
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._log(f"worker {self.id}: stopped ({self.stats})")

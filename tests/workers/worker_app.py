@@ -1,0 +1,102 @@
+"""The app module `tether worker --app worker_app:engine` loads in the worker tests.
+
+Configured by environment variables, so each worker process can differ:
+- `WORKER_STORE`: the PostgreSQL URL (with `?schema=`); `WORKER_LOG`: the shared request log;
+- `WORKER_LATENCY` (s, default 0.02), `WORKER_TTL` (lease TTL s, default 60),
+  `WORKER_CLOCK_OFFSET` (s added to this process's clock for the engine and the store),
+  `WORKER_CAPS` (`queue=cap,...`).
+
+The fake model logs `start <prompt>` when a request is sent and `done <prompt>` once its reply
+completed, one line each, from every process into one file; replies name the answering process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import tether
+from tether.contracts.messages import ChatRequest
+from tether.contracts.signal import Signal
+from tether.contracts.stream import ChatEvent, Finish, ModelCaps
+from tether.stores.postgres import PostgresStore
+from tether.testing import Reply
+
+OFFSET = float(os.environ.get("WORKER_CLOCK_OFFSET", "0"))
+LATENCY = float(os.environ.get("WORKER_LATENCY", "0.02"))
+LOG = os.environ.get("WORKER_LOG", os.devnull)
+PRICE = tether.Price(input=1.0, output=2.0)
+
+
+def clock() -> float:
+    """This process's wall clock, shifted by `WORKER_CLOCK_OFFSET` (the clock-skew test sets an hour)."""
+    return time.time() + OFFSET
+
+
+def log(event: str, prompt: str) -> None:
+    with open(LOG, "a") as f:
+        f.write(f"{event} {prompt}\t{os.getpid()}\t{time.time()}\n")
+
+
+class LoggedModel:
+    """The fake model, with every request and every completed reply written to the shared log."""
+
+    def __init__(self) -> None:
+        self._inner = tether.models.fake("fake", script=self._reply, prices={"m": PRICE})
+        self.id = self._inner.id
+        self.family = self._inner.family
+
+    @staticmethod
+    def _reply(request: ChatRequest) -> Reply:
+        prompt = request.messages[-1].text_content
+        return Reply(text=f"{prompt} by {os.getpid()}", input_tokens=100, output_tokens=20, latency_s=LATENCY)
+
+    def caps(self, model: str) -> ModelCaps:
+        return self._inner.caps(model)
+
+    async def stream(self, request: ChatRequest, signal: Signal | None = None) -> AsyncIterator[ChatEvent]:
+        prompt = request.messages[-1].text_content
+        log("start", prompt)
+        async for event in self._inner.stream(request, signal):
+            if isinstance(event, Finish) and event.reason != "cancelled":
+                log("done", prompt)
+            yield event
+
+
+@tether.workflow(name="chain")
+async def chain(ctx: tether.Ctx, tag: str, n: int = 2) -> list[str]:
+    """`n` agents one after another; each answer names the process that paid for it."""
+    return [await ctx.agent(f"{tag} step {i}") for i in range(n)]
+
+
+@tether.workflow(name="stamp")
+async def stamp(ctx: tether.Ctx) -> float:
+    """The moment the body started (this host's clock), to time enqueue-to-start."""
+    return time.time()
+
+
+@tether.workflow(name="approval")
+async def approval(ctx: tether.Ctx, tag: str) -> dict[str, Any]:
+    """One paid agent, a human decision, then one more paid agent."""
+    draft = await ctx.agent(f"{tag} draft")
+    verdict = await ctx.await_external("verdict")
+    final = await ctx.agent(f"{tag} final after {verdict}")
+    return {"draft": draft, "verdict": verdict, "final": final}
+
+
+def _caps() -> dict[str, int]:
+    spec = os.environ.get("WORKER_CAPS", "")
+    return {k: int(v) for k, v in (item.split("=") for item in spec.split(",") if item)}
+
+
+engine = tether.Engine(
+    models=[LoggedModel()],
+    routing={"loop": "fake:m"},
+    store=PostgresStore(os.environ.get("WORKER_STORE", "postgresql://postgres@127.0.0.1:5432/test"), clock=clock),
+    workflows=[chain, stamp, approval],
+    lease_ttl_s=float(os.environ.get("WORKER_TTL", "60")),
+    clock=clock,
+    queues=_caps(),
+)
