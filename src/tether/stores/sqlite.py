@@ -16,7 +16,7 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import JournalCorruptError, StoreUnavailableError
-from tether.stores.codec import decode_rows, effect_json, number_entries
+from tether.stores.codec import check_rows, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -61,6 +61,7 @@ class SqliteStore:
         self.path = str(path)
         self._clock = clock
         self._lock = threading.Lock()  # one connection; guard it should several threads share us
+        self._owner_cache: tuple[LeaseOwner, str] | None = None
         with self._driver():
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -123,8 +124,25 @@ class SqliteStore:
             c.execute("COMMIT")
 
     def _fenced(self, c: sqlite3.Connection, run_id: str, lease: Lease | None) -> None:
-        if lease is not None:
-            check_fence(run_id, lease, self._held(c, run_id), self._clock())
+        if lease is None:
+            return
+        row = c.execute("SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+        if (
+            row is not None
+            and lease.run_id == run_id
+            and row[1] == lease.epoch
+            and row[0] == self._owner_json(lease.owner)
+            and self._clock() <= row[2]
+        ):
+            return  # the current, unexpired lease (the common case, checked without parsing the row)
+        check_fence(run_id, lease, self._held(c, run_id), self._clock())
+
+    def _owner_json(self, owner: LeaseOwner) -> str:
+        """The owner as its lease row stores it (cached: a segment appends with one owner)."""
+        cached = self._owner_cache
+        if cached is None or cached[0] is not owner:
+            cached = self._owner_cache = (owner, owner.model_dump_json())
+        return cached[1]
 
     def _held(self, c: sqlite3.Connection, run_id: str) -> Lease | None:
         row = c.execute(
@@ -141,23 +159,43 @@ class SqliteStore:
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
+        return self._insert(run_id, lease, lambda last: number_entries(run_id, last, entries))
+
+    async def append_rows(
+        self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
+    ) -> list[int]:
+        """Append rows already encoded by `codec.encode_entry` (the segment's group commits)."""
+
+        def checked(last: int) -> list[tuple[int, str]]:
+            check_rows(run_id, last, rows)
+            return rows
+
+        return self._insert(run_id, lease, checked)
+
+    def _insert(
+        self, run_id: str, lease: Lease | None, numbered: Callable[[int], list[tuple[int, str]]]
+    ) -> list[int]:
         with self._tx() as c:
             self._fenced(c, run_id, lease)
-            if not entries:
+            (last,) = c.execute("SELECT MAX(seq) FROM entries WHERE run_id = ?", (run_id,)).fetchone()
+            rows = numbered(last or 0)
+            if not rows:
                 return []
-            (last,) = c.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM entries WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            rows = number_entries(run_id, last, entries)
-            c.executemany(
-                "INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)",
-                [(run_id, seq, text) for seq, text in rows],
-            )
+            if len(rows) == 1:
+                c.execute("INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)", (run_id, *rows[0]))
+            else:
+                c.executemany(
+                    "INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)",
+                    [(run_id, seq, text) for seq, text in rows],
+                )
         return [seq for seq, _ in rows]
 
     async def load(self, run_id: str) -> list[JournalEntry]:
         with self._read() as c:
-            rows = c.execute("SELECT seq, json FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+            # As bytes: the checksum is over the stored bytes, so nothing is decoded and re-encoded.
+            rows = c.execute(
+                "SELECT seq, CAST(json AS BLOB) FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
         return decode_rows(run_id, rows, str(self.path))
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
