@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+import operator
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from tether.agents.state import LoopState
 from tether.budget.hooks import Tally
 from tether.contracts.entries import JournalEntry
+from tether.contracts.messages import Message
+from tether.contracts.protocols import JournalStore
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import AgentSpend, agent_spend, is_draw
 
 if TYPE_CHECKING:
-    from tether.agents.state import LoopState
     from tether.budget.hooks import AccountHooks
     from tether.engine.ctx import Ctx
     from tether.engine.segment import Segment
@@ -37,6 +42,7 @@ class EngineLoopHost:
         self.frame = frame  # the agent's own scope (agent:<seq>)
         self.checkpoint_key = f"{seg.run_id}/checkpoints/{running.seq}"
         self.checkpoints = 0
+        self.chain = CheckpointChain(self.checkpoint_key)
         self.hooks = hooks
         self.cwd: str | None = None  # the agent's worktree, under isolation="worktree"
         self.redispatched = redispatched
@@ -45,21 +51,19 @@ class EngineLoopHost:
         """The last dispatch number of this invocation; numbers continue across segments."""
 
     async def load_checkpoint(self) -> LoopState | None:
-        """The last checkpoint (None: start over); a redispatch also charges the calls a crash cut off."""
-        from tether.agents.state import LoopState
+        """The last checkpoint (None: start over); a redispatch also charges the calls a crash cut off.
 
+        A fresh invocation has no checkpoint to read: its key names a seq this segment just claimed.
+        """
+        if not self.redispatched:
+            return None
         state, tally = None, None
-        data = await self.seg.store.get_blob(self.checkpoint_key)
-        if data is not None:
-            try:
-                envelope = json.loads(data)
-                state = LoopState.model_validate(envelope["loop"])
-                tally = Tally.model_validate(envelope["tally"])
-            except (ValidationError, ValueError, KeyError, TypeError):
-                state, tally = None, None  # an unreadable checkpoint is never trusted: the agent starts over
+        restored = await read_checkpoint(self.seg.store, self.checkpoint_key)
+        if restored is not None:
+            state, tally, self.chain = restored
         if tally is not None:
             self.hooks.restore(tally)  # the spend of the turns the checkpoint holds counts in the terminal
-        spend = _open_spend(self.seg, self.running) if self.redispatched else None
+        spend = _open_spend(self.seg, self.running)
         if spend is not None:
             through = tally.through if tally is not None else 0
             self.hooks.orphaned = lost_since(self.seg.index.entries, spend, through)
@@ -88,16 +92,17 @@ class EngineLoopHost:
         if self.running.agent_id is not None:
             self.seg.tree.turn_of[self.running.agent_id] = step
         tokens, costs = self.hooks.take_draw()
-        await self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched)
+        self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched)
 
     async def save_checkpoint(self, state: LoopState) -> None:
+        """Checkpoint the turn: the messages it added (one chunk), then the small head that names them."""
         if self.seg.dry_run:
             return
         await self.flush_draw(state.turns)
         # The loop's state and the priced tally of the same turns, written together.
         tally = self.hooks.tally(through=self.dispatched)
-        envelope = {"loop": state.model_dump(mode="json"), "tally": tally.model_dump(mode="json")}
-        await self.seg.put_blob(self.checkpoint_key, json.dumps(envelope).encode())
+        for key, data in self.chain.writes(state, tally):
+            await self.seg.put_blob(key, data)
         self.checkpoints += 1
 
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +177,89 @@ class EngineLoopHost:
 
     async def sleep(self, seconds: float) -> None:
         await self.seg.engine.sleep(seconds)
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+# A checkpoint is a small head blob (the loop's state without its messages, and the tally) plus the
+# transcript in chunks: each save writes only the messages added since the last one, so a turn's
+# checkpoint costs the same at turn 200 as at turn 2, and a resume reads the chunks back in order
+# (time linear in the transcript). A chunk is written before the head that names it; every chunk
+# carries its lineage, index and first message number, and a head whose chunks do not all line up
+# is unreadable (the agent starts over), so a crash between the writes leaves the previous head valid.
+class _Chunk(BaseModel):
+    lineage: str
+    index: int
+    start: int
+    messages: list[Message]
+
+
+class _Head(BaseModel):
+    layout: Literal[2] = 2
+    lineage: str
+    chunks: int
+    loop: LoopState
+    """The loop state with `messages` empty (they are in the chunks)."""
+    tally: Tally
+
+
+def chunk_key(key: str, index: int) -> str:
+    return f"{key}/m/{index}"
+
+
+@dataclass
+class CheckpointChain:
+    """What one invocation's checkpoints hold so far, so the next save writes only what is new."""
+
+    key: str
+    lineage: str = field(default_factory=lambda: uuid.uuid4().hex)
+    chunks: int = 0
+    saved: list[Message] = field(default_factory=list)
+
+    def writes(self, state: LoopState, tally: Tally) -> list[tuple[str, bytes]]:
+        """The blobs to write, in order: a chunk of the new messages (if any), then the head."""
+        messages, n = state.messages, len(self.saved)
+        if len(messages) < n or not all(map(operator.is_, messages, self.saved)):
+            # The transcript was rewritten rather than extended: a new lineage, from its first message.
+            self.lineage, self.chunks, self.saved, n = uuid.uuid4().hex, 0, [], 0
+        out: list[tuple[str, bytes]] = []
+        if len(messages) > n:
+            added = messages[n:]
+            chunk = _Chunk(lineage=self.lineage, index=self.chunks, start=n, messages=added)
+            out.append((chunk_key(self.key, self.chunks), chunk.model_dump_json().encode()))
+            self.chunks += 1
+            self.saved.extend(added)
+        head = _Head(lineage=self.lineage, chunks=self.chunks, loop=state.model_copy(update={"messages": []}),
+                     tally=tally)
+        out.append((self.key, head.model_dump_json().encode()))
+        return out
+
+
+async def read_checkpoint(store: JournalStore, key: str) -> tuple[LoopState, Tally, CheckpointChain] | None:
+    """A checkpoint read back (head, then its chunks in order), or None when it is missing or does not
+    hold together (an unreadable checkpoint is never trusted)."""
+    data = await store.get_blob(key)
+    if data is None:
+        return None
+    try:
+        envelope = json.loads(data)
+        if isinstance(envelope, dict) and envelope.get("layout") == 2:
+            head = _Head.model_validate(envelope)
+            messages: list[Message] = []
+            for i in range(head.chunks):
+                raw = await store.get_blob(chunk_key(key, i))
+                if raw is None:
+                    return None
+                chunk = _Chunk.model_validate_json(raw)
+                if (chunk.lineage, chunk.index, chunk.start) != (head.lineage, i, len(messages)):
+                    return None
+                messages.extend(chunk.messages)
+            state = head.loop.model_copy(update={"messages": messages})
+            return state, head.tally, CheckpointChain(key, head.lineage, head.chunks, list(messages))
+        # A whole-transcript checkpoint (written before chunks existed): the next save starts a lineage.
+        state = LoopState.model_validate(envelope["loop"])
+        return state, Tally.model_validate(envelope["tally"]), CheckpointChain(key)
+    except (ValidationError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _open_spend(seg: Segment, running: JournalEntry) -> AgentSpend | None:

@@ -117,11 +117,13 @@ class Tree:
         return JournalEntry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
                             started_at=self.seg.engine.clock())
 
-    async def draw(self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], through: int) -> None:
+    def draw(self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], through: int) -> None:
         """Journal one `budget_draw`: what a model turn drew and what the tree has left after it.
 
         The envelope carries the turn's USD per model and `through`, the last dispatch it settles, so
-        the cost fold can tell a crashed invocation's paid turns from its cut-off ones.
+        the cost fold can tell a crashed invocation's paid turns from its cut-off ones. It is staged:
+        durable with the next append (the next dispatch record, the terminal) or checkpoint; a crash
+        before that charges the turn at its dispatch record's worst case instead.
         """
         usd = sum(costs.values())
         if agent_id is None or (not tokens and not usd):
@@ -130,8 +132,7 @@ class Tree:
             agent_id=agent_id, step=step, kind="budget_draw", tokens=tokens, remaining=self.remaining_tokens(),
             usd=round(usd, 10), remaining_usd=self.seg.root.remaining(),
         )
-        await self.seg.append(entry.model_copy(update={"agent_id": agent_id, "costs": costs or None,
-                                                       "through": through}))
+        self.seg.stage(entry.model_copy(update={"agent_id": agent_id, "costs": costs or None, "through": through}))
 
 
 def tokens_from_terminals(entries: list[JournalEntry]) -> int:

@@ -13,7 +13,6 @@ from pydantic import BaseModel
 
 from tether.contracts.errors import NonSerializableValueError
 
-
 _SAFE_INT = 2**53 - 1
 """RFC 8785 numbers are IEEE-754 doubles: integers past this are refused (the rfc8785 package's rule)."""
 
@@ -87,7 +86,7 @@ def _stdlib_canonical(value: Any, depth: int = 0) -> bool:
     if t is str or t is bool or value is None:
         return True
     if t is int:
-        return -_SAFE_INT <= value <= _SAFE_INT
+        return bool(-_SAFE_INT <= value <= _SAFE_INT)
     if depth > 64:
         return False  # deep (or cyclic) data: the general path handles it, and names a cycle
     if t is dict:
@@ -98,7 +97,7 @@ def _stdlib_canonical(value: Any, depth: int = 0) -> bool:
                 return False
         return True
     if t is list:
-        for v in value:
+        for v in value:  # noqa: SIM110 (a loop, not all(): no generator per call on the hot path)
             if type(v) is not str and not _stdlib_canonical(v, depth + 1):
                 return False
         return True
@@ -135,8 +134,9 @@ def canonical_json(value: Any) -> bytes:
     accepts, about ten times faster; everything else (floats, non-ASCII keys) goes to rfc8785. A
     property test holds the two equal.
     """
-    data = value if _stdlib_canonical(value) else to_jsonable(value)
-    if data is value or _stdlib_canonical(data):
+    plain = _stdlib_canonical(value)
+    data = value if plain else to_jsonable(value)
+    if plain or _stdlib_canonical(data):
         try:
             return _ENCODE(data).encode()
         except UnicodeEncodeError:

@@ -48,6 +48,13 @@ CREATE TABLE IF NOT EXISTS epochs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NU
 """
 
 
+_HEAD_AND_LEASE = (
+    "SELECT (SELECT MAX(seq) FROM entries WHERE run_id = ?), l.owner, l.epoch, l.expires_at"
+    " FROM (SELECT ? AS run_id) AS q LEFT JOIN leases AS l ON l.run_id = q.run_id"
+)
+_INSERT = "INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)"
+
+
 class SqliteStore:
     """A journal store in one SQLite file; safe for many processes on one host, with leases."""
 
@@ -175,19 +182,29 @@ class SqliteStore:
     def _insert(
         self, run_id: str, lease: Lease | None, numbered: Callable[[int], list[tuple[int, str]]]
     ) -> list[int]:
-        with self._tx() as c:
-            self._fenced(c, run_id, lease)
-            (last,) = c.execute("SELECT MAX(seq) FROM entries WHERE run_id = ?", (run_id,)).fetchone()
-            rows = numbered(last or 0)
-            if not rows:
-                return []
-            if len(rows) == 1:
-                c.execute("INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)", (run_id, *rows[0]))
-            else:
-                c.executemany(
-                    "INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)",
-                    [(run_id, seq, text) for seq, text in rows],
-                )
+        with self._lock, self._driver():
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                # One statement reads the head and the lease row (the fence) inside the transaction.
+                last, owner, epoch, expires_at = c.execute(_HEAD_AND_LEASE, (run_id, run_id)).fetchone()
+                if lease is not None and not (
+                    owner is not None
+                    and lease.run_id == run_id
+                    and epoch == lease.epoch
+                    and owner == self._owner_json(lease.owner)
+                    and self._clock() <= expires_at
+                ):
+                    check_fence(run_id, lease, self._held(c, run_id), self._clock())  # raises why
+                rows = numbered(last or 0)
+                if len(rows) == 1:
+                    c.execute(_INSERT, (run_id, *rows[0]))
+                elif rows:
+                    c.executemany(_INSERT, [(run_id, seq, text) for seq, text in rows])
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
         return [seq for seq, _ in rows]
 
     async def load(self, run_id: str) -> list[JournalEntry]:
