@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import tempfile
 import time
 import warnings
@@ -21,6 +22,7 @@ from tether.testing import Reply, ToolCall
 
 ONE_TURN_N = 500
 LATENCY_S = 0.01
+CONCURRENCY = int(os.environ.get("TETHER_BENCH_CONCURRENCY", "1000000"))
 
 
 def _quiet() -> None:
@@ -96,14 +98,42 @@ def one_turn(n: int = ONE_TURN_N, rounds: int = 3) -> dict[str, float]:
     return best
 
 
+class LatencyModel:
+    """A one-reply adapter with a fixed latency. Unlike the scripted fake (which records every request
+    for tests to assert on) it keeps nothing, as a real adapter keeps nothing, and as pydantic-ai's
+    FunctionModel keeps nothing."""
+
+    id = "lat"
+    family = "lat"
+
+    def __init__(self, latency_s: float) -> None:
+        from tether.contracts.stream import ModelCaps
+
+        self.latency_s = latency_s
+        self._caps = ModelCaps()
+        self.calls = 0
+
+    def caps(self, model: str) -> Any:
+        return self._caps
+
+    async def stream(self, request: Any, signal: Any = None) -> Any:
+        from tether.contracts.stream import Finish, TextDelta
+        from tether.contracts.usage import Usage
+
+        self.calls += 1
+        await asyncio.sleep(self.latency_s)
+        yield TextDelta(text="ok")
+        yield Finish(reason="stop", usage=Usage(input_tokens=5, output_tokens=1))
+
+
 def concurrent_tether(n: int, latency_s: float = LATENCY_S) -> dict[str, float]:
     """Wall seconds for `n` one-turn agents running at once in one run (fake latency), on SQLite."""
     _quiet()
-    model = _fake(latency_s)
+    model = LatencyModel(latency_s)
 
     async def main(tmp: str) -> float:
-        engine = tether.Engine(models=[model], routing={"loop": "fake:m"}, store=f"sqlite:///{tmp}/c.db",
-                               concurrency=n, max_spawns=n)
+        engine = tether.Engine(models=[model], routing={"loop": "lat:m"}, store=f"sqlite:///{tmp}/c.db",
+                               concurrency=min(n, CONCURRENCY), max_spawns=n)
 
         @tether.workflow(name="fan")
         async def fan(ctx: tether.Ctx, n: int) -> int:

@@ -182,8 +182,14 @@ class Segment:
             )
         self._fenced()
         seq = self.head + 1
-        stored = entry if entry.seq == seq else entry.model_copy(update={"seq": seq})
-        text = encode_entry(self.run_id, seq, stored)  # a value that is not JSON fails its own caller only
+        claimed = entry.seq
+        entry.seq = seq  # in place, not a copy: callers hand over a fresh entry, and at 10,000 agents copies add up
+        try:
+            text = encode_entry(self.run_id, seq, entry)  # a value that is not JSON fails its own caller only
+        except BaseException:
+            entry.seq = claimed
+            raise
+        stored = entry
         if self._open is None:
             self._open = _Batch()
         self._open.entries.append(stored)

@@ -98,6 +98,7 @@ class FakeModel:
             "structured_output": structured_output,
         }
         self.requests: list[ChatRequest] = []
+        self._caps_of: dict[str, ModelCaps] = {}
 
     @property
     def calls(self) -> int:
@@ -112,7 +113,10 @@ class FakeModel:
         self._script.extend(replies)
 
     def caps(self, model: str) -> ModelCaps:
-        return ModelCaps(price=self._prices.get(model), **self._caps)
+        cached = self._caps_of.get(model)
+        if cached is None:  # asked several times per turn; ModelCaps is frozen, so one per model serves
+            cached = self._caps_of[model] = ModelCaps(price=self._prices.get(model), **self._caps)
+        return cached
 
     def _next(self, request: ChatRequest) -> Reply | None:
         if self._script_fn is not None:
@@ -139,12 +143,22 @@ async def _sleep(seconds: float, signal: Signal | None) -> bool:
     if signal is None:
         await asyncio.sleep(seconds)
         return False
-    waiter = asyncio.ensure_future(signal.wait())
+    # A timer and a signal listener on one future: no task per call, and leaving is O(1) however
+    # many calls are in flight (an asyncio.Event waiter would be removed from a shared deque).
+    loop = asyncio.get_running_loop()
+    woke: asyncio.Future[bool] = loop.create_future()
+
+    def settle(fired: bool) -> None:
+        if not woke.done():
+            woke.set_result(fired)
+
+    timer = loop.call_later(seconds, settle, False)
+    off = signal.add_listener(lambda _reason: settle(True))
     try:
-        done, _ = await asyncio.wait({waiter}, timeout=seconds)
-        return bool(done)
+        return await woke
     finally:
-        waiter.cancel()
+        timer.cancel()
+        off()
 
 
 async def _play(
