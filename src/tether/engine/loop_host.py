@@ -211,13 +211,16 @@ class CheckpointChain:
     """What one invocation's checkpoints hold so far, so the next save writes only what is new."""
 
     key: str
-    lineage: str = field(default_factory=lambda: uuid.uuid4().hex)
+    lineage: str = ""
+    """Random per start of a transcript (minted at the first write), so chunks of another never pass."""
     chunks: int = 0
     saved: list[Message] = field(default_factory=list)
 
     def writes(self, state: LoopState, tally: Tally) -> list[tuple[str, bytes]]:
         """The blobs to write, in order: a chunk of the new messages (if any), then the head."""
         messages, n = state.messages, len(self.saved)
+        if not self.lineage:
+            self.lineage = uuid.uuid4().hex
         if len(messages) < n or not all(map(operator.is_, messages, self.saved)):
             # The transcript was rewritten rather than extended: a new lineage, from its first message.
             self.lineage, self.chunks, self.saved, n = uuid.uuid4().hex, 0, [], 0

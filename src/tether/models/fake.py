@@ -131,8 +131,12 @@ class FakeModel:
         if reply is None:
             yield StreamError(kind="terminal", message="fake model script exhausted")
             return
-        async for event in _play(reply, request, signal, self.family):
-            yield event
+        play = _play(reply, request, signal, self.family)
+        try:
+            async for event in play:
+                yield event
+        finally:
+            await play.aclose()  # closed here, not by the loop's finalizer hook (a cross-thread wakeup per call)
 
 
 async def _sleep(seconds: float, signal: Signal | None) -> bool:
