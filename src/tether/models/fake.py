@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -167,7 +167,7 @@ async def _sleep(seconds: float, signal: Signal | None) -> bool:
 
 async def _play(
     reply: Reply, request: ChatRequest, signal: Signal | None, family: str
-) -> AsyncIterator[ChatEvent]:
+) -> AsyncGenerator[ChatEvent, None]:
     if reply.error is not None:
         if await _sleep(reply.latency_s, signal):
             yield Finish(reason="cancelled", usage=Usage(approximate=True))
