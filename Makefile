@@ -24,9 +24,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python bench/journal.py
-	$(BIN)/python bench/agent_loop.py
-	$(BIN)/python bench/budget_race.py
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV)

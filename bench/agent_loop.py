@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import tempfile
 import time
 import warnings
@@ -22,7 +21,6 @@ from tether.testing import Reply, ToolCall
 
 ONE_TURN_N = 500
 LATENCY_S = 0.01
-CONCURRENCY = int(os.environ.get("TETHER_BENCH_CONCURRENCY", "1000000"))
 
 
 def _quiet() -> None:
@@ -126,14 +124,15 @@ class LatencyModel:
         yield Finish(reason="stop", usage=Usage(input_tokens=5, output_tokens=1))
 
 
-def concurrent_tether(n: int, latency_s: float = LATENCY_S) -> dict[str, float]:
-    """Wall seconds for `n` one-turn agents running at once in one run (fake latency), on SQLite."""
+def concurrent_tether(n: int, latency_s: float = LATENCY_S, concurrency: int | None = None) -> dict[str, float]:
+    """Wall seconds for `n` one-turn agents in one run's `ctx.parallel` (fake latency), on SQLite; all of
+    them at once unless `concurrency` bounds the engine's agent invocations running at once."""
     _quiet()
     model = LatencyModel(latency_s)
 
     async def main(tmp: str) -> float:
         engine = tether.Engine(models=[model], routing={"loop": "lat:m"}, store=f"sqlite:///{tmp}/c.db",
-                               concurrency=min(n, CONCURRENCY), max_spawns=n)
+                               concurrency=concurrency or n, max_spawns=n)
 
         @tether.workflow(name="fan")
         async def fan(ctx: tether.Ctx, n: int) -> int:
@@ -213,6 +212,35 @@ def long_agent(turns: int, rounds: int = 2) -> dict[str, float]:
         for run in range(rounds):
             best = min(best, asyncio.run(main(tmp, run)))
     return {"ms_per_turn": best / turns * 1e3}
+
+
+def checkpoint_read(turns: int) -> dict[str, float]:
+    """ms to read back (head, then every chunk) the checkpoint of an agent `turns` tool turns long, on SQLite."""
+    from tether.agents.state import LoopState
+    from tether.budget.hooks import Tally
+    from tether.contracts.messages import Message
+    from tether.engine.loop_host import CheckpointChain, read_checkpoint
+    from tether.stores.sqlite import SqliteStore
+
+    async def main(tmp: str) -> float:
+        store = SqliteStore(f"{tmp}/ck.db")
+        chain, state = CheckpointChain("r/checkpoints/1"), LoopState.start("work")
+        for i in range(turns):
+            state.messages += [Message.text("assistant", f"turn {i}: " + "x" * 200),
+                               Message.text("user", f"note {i}: " + "y" * 200)]
+            for key, data in chain.writes(state, Tally(through=i + 1)):
+                await store.put_blob(key, data)
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            back = await read_checkpoint(store, "r/checkpoints/1")
+            best = min(best, time.perf_counter() - start)
+            assert back is not None and len(back[0].messages) == 2 * turns + 1
+        await store.close()
+        return best
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return {"ms": asyncio.run(main(tmp)) * 1e3}
 
 
 if __name__ == "__main__":

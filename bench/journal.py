@@ -246,7 +246,7 @@ def _raw_read(kind: str, where: str) -> float:
     return elapsed
 
 
-def replay(store: str, steps: int = 10_000, label: str | None = None, rounds: int = 3) -> dict[str, float]:
+def replay(store: str, steps: int = 10_000, label: str | None = None, rounds: int = 5) -> dict[str, float]:
     """A `steps`-step run, then full resumes (every step replays): entries/s against a raw read+parse."""
     import tether
 
@@ -261,8 +261,12 @@ def replay(store: str, steps: int = 10_000, label: str | None = None, rounds: in
         await engine.run(wf, {"n": steps}, run_id="long")
         live = time.perf_counter() - start
         entries = len(await engine.inspect("long"))
-        resume = cpu = raw = float("inf")
+        store_ = await engine.store()
+        resume = cpu = raw = load = float("inf")
         for _ in range(rounds):
+            start = time.perf_counter()
+            assert len(await store_.load("long")) == entries
+            load = min(load, time.perf_counter() - start)
             c0, start = time.process_time(), time.perf_counter()
             again = await engine.resume("long", wf, {"n": steps})
             resume = min(resume, time.perf_counter() - start)
@@ -271,7 +275,7 @@ def replay(store: str, steps: int = 10_000, label: str | None = None, rounds: in
             raw = min(raw, _raw_read(store, raw_at))
         await engine.close()
         return {"entries": entries, "live_s": live, "resume_s": resume, "resume_cpu_s": cpu,
-                "tether_per_s": entries / resume, "raw_per_s": entries / raw}
+                "tether_per_s": entries / resume, "raw_per_s": entries / raw, "load_per_s": entries / load}
 
     with tempfile.TemporaryDirectory() as tmp:
         return asyncio.run(main(tmp))

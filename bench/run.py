@@ -51,6 +51,7 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "concurrent_pydantic_ai_1000": lambda: agent_loop.concurrent_pydantic_ai(1_000),
         f"concurrent_tether_{big}": lambda: agent_loop.concurrent_tether(big),
         f"concurrent_pydantic_ai_{big}": lambda: agent_loop.concurrent_pydantic_ai(big),
+        f"concurrent_tether_{big}_bounded": lambda: agent_loop.concurrent_tether(big, concurrency=1_000),
         "replay_sqlite": lambda: journal.replay("sqlite", steps=steps),
         "replay_jsonl": lambda: journal.replay("jsonl", steps=steps),
         "repeated_label": lambda: journal.repeated_label(steps),
@@ -74,6 +75,8 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
             figs[f"scale_steps_repeated_{s}"] = lambda s=s: journal.repeated_label(s)
         for t in (50,):
             figs[f"scale_turns_{t}"] = lambda t=t: agent_loop.long_agent(t)
+        for t in (10, 50, 200):
+            figs[f"checkpoint_read_{t}"] = lambda t=t: agent_loop.checkpoint_read(t)
     return figs
 
 
@@ -182,6 +185,13 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
             out.append(Row(f"{n:,} concurrent one-turn agents, peak RSS", _f(t.get("rss_mb"), " MB"),
                            f"pydantic-ai: {_f(p.get('rss_mb'), ' MB')}", _ratio(t.get("rss_mb"), p.get("rss_mb")),
                            "<= 250 MB"))
+            b = res.get(f"concurrent_tether_{n}_bounded", {})
+            if b and not _err(b):
+                out.append(Row(f"{n:,} one-turn agents, at most 1,000 at once (engine concurrency), wall",
+                               _f(b.get("wall_s"), " s", 2), ref, _ratio(b.get("wall_s"), p.get("wall_s")), "(info)"))
+                out.append(Row(f"{n:,} one-turn agents, at most 1,000 at once, peak RSS", _f(b.get("rss_mb"), " MB"),
+                               f"pydantic-ai (all at once): {_f(p.get('rss_mb'), ' MB')}",
+                               _ratio(b.get("rss_mb"), p.get("rss_mb")), "(info)"))
     for kind, raw in (("sqlite", "SELECT + json.loads"), ("jsonl", "read file + json.loads per line")):
         r = res.get(f"replay_{kind}", {})
         if not r:
@@ -192,6 +202,10 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
             continue
         out.append(Row(label, _f(r.get("tether_per_s")), f"raw {raw}: {_f(r.get('raw_per_s'))}",
                        _ratio(r.get("tether_per_s"), r.get("raw_per_s")), ">= 0.50x"))
+        if r.get("load_per_s"):
+            out.append(Row(f"store read of that run ({kind}: read, verify checksums, decode), entries/s",
+                           _f(r.get("load_per_s")), f"raw {raw}: {_f(r.get('raw_per_s'))}",
+                           _ratio(r.get("load_per_s"), r.get("raw_per_s")), ">= 0.50x"))
     rep, uni = res.get("repeated_label", {}), res.get("unique_label", {})
     if rep and uni and not (_err(rep) or _err(uni)):
         extra = f" ({rep['examined']:,.0f} candidates examined)" if "examined" in rep else ""
@@ -276,11 +290,14 @@ def scaling(res: dict[str, dict[str, Any]]) -> list[str]:
                          f"{_f(cpu, ' s', 3)} | {_f(cpu / s * 1e6 if cpu else None, ' us', 1)} |")
     turns = [(t, res.get(k)) for t, k in ((10, "long_agent_10"), (50, "scale_turns_50"), (200, "long_agent_200"))]
     if any(r for _, r in turns):
-        lines += ["", "Turns (SQLite): one agent calling a tool every turn", "",
-                  "| turns | ms/turn | whole agent |", "|---:|---:|---:|"]
+        lines += ["", "Turns (SQLite): one agent calling a tool every turn; a resume's checkpoint read", "",
+                  "| turns | ms/turn | whole agent | checkpoint read back |", "|---:|---:|---:|---:|"]
         for t, r in turns:
             if r and not _err(r):
-                lines.append(f"| {t} | {_f(r['ms_per_turn'], ' ms', 2)} | {_f(r['ms_per_turn'] * t / 1e3, ' s', 2)} |")
+                ck = res.get(f"checkpoint_read_{t}") or {}
+                read = "n/a" if not ck or _err(ck) else _f(ck["ms"], " ms", 2)
+                lines.append(f"| {t} | {_f(r['ms_per_turn'], ' ms', 2)} | {_f(r['ms_per_turn'] * t / 1e3, ' s', 2)} "
+                             f"| {read} |")
     conc = []
     for n in (100, 1_000, 10_000):
         t = res.get(f"scale_concurrency_tether_{n}") or res.get(f"concurrent_tether_{n}")
