@@ -60,3 +60,24 @@ def test_out_of_range_integers_and_cycles_are_typed_errors() -> None:
     cyclic.append(cyclic)
     with pytest.raises(NonSerializableValueError):
         canonical_json(cyclic)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(text, min_size=1, max_size=6), st.lists(text, max_size=3), st.integers(0, 5))
+def test_the_incremental_input_estimate_is_the_whole_requests_canonical_size(
+    texts: list[str], tool_names: list[str], grown: int
+) -> None:
+    from tether.agents.dispatch import estimate_input_tokens
+    from tether.contracts.messages import ChatRequest, Message, ToolSpec
+
+    def whole(request: ChatRequest) -> int:  # the definition: one canonical JSON of every message and tool
+        return max(1, len(canonical_json([*request.messages, *request.tools])) // 4)
+
+    messages = [Message.text("user" if i % 2 else "assistant", t) for i, t in enumerate(texts)]
+    tools = tuple(ToolSpec(name=n or "t", description=n, parameters={"type": "object", "x": 1.5}) for n in tool_names)
+    sizes: dict[int, tuple[Any, int]] = {}
+    first = ChatRequest(model="m", messages=tuple(messages), tools=tools)
+    assert estimate_input_tokens(first, sizes) == whole(first)
+    later = ChatRequest(model="m", messages=(*messages, *[Message.text("user", f"more {i}") for i in range(grown)]),
+                        tools=tools)
+    assert estimate_input_tokens(later, sizes) == whole(later)  # cached sizes, same answer
