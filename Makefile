@@ -24,9 +24,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python bench/journal.py
-	$(BIN)/python bench/agent_loop.py
-	$(BIN)/python bench/budget_race.py
+	$(BIN)/python bench/run.py
 	$(BIN)/python bench/workers.py
 
 # The random-kill soak (docs/reliability.md): at least N SIGKILLs per store; exits non-zero on a violation.

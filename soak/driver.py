@@ -29,8 +29,6 @@ MAX_KILLS_PER_RUN = 20
 """After this many kills a run finishes unkilled: a run that does far more work than a clean one (a lost
 ceiling, say) would otherwise be killed forever; its other checks still report why it did."""
 SEGMENT_TIMEOUT_S = 120.0
-CHECKPOINT_BLOB = "{run_id}/checkpoints/{seq}"
-"""Where the engine keeps an agent's turn checkpoint (`AgentResult.transcript_ref`)."""
 
 
 @dataclass(frozen=True)
@@ -163,9 +161,9 @@ class Driver:
         store = await self.engine.store()
         entries = await store.load(run_id)  # raw: a run killed before anything was durable has no journal yet
         texts = [e.model_dump_json() for e in entries]
-        agents = [e.seq for e in entries if e.kind == "agent" and e.ref is None and e.seq is not None]
-        blobs = await asyncio.gather(*(store.get_blob(CHECKPOINT_BLOB.format(run_id=run_id, seq=s)) for s in agents))
-        texts += [b.decode(errors="replace") for b in blobs if b is not None]
+        agents = {e.agent_id for e in entries if e.kind == "agent" and e.ref is None and e.agent_id is not None}
+        transcripts = await asyncio.gather(*(self.engine.transcript(run_id, a) for a in sorted(agents)))
+        texts += [t.model_dump_json() for t in transcripts if t.checkpointed]
         return frozenset(t for text in texts for t in TAG.findall(text))
 
 

@@ -131,9 +131,24 @@ def build_request(
     return request, tier
 
 
-def estimate_input_tokens(request: ChatRequest) -> int:
-    """A deterministic chars/4 guess of the prompt size, for the clamp and exposure gates."""
-    size = len(canonical_json([*request.messages, *request.tools]))
+def estimate_input_tokens(request: ChatRequest, sizes: dict[int, tuple[Any, int]] | None = None) -> int:
+    """A deterministic chars/4 guess of the prompt size, for the clamp and exposure gates.
+
+    The size is the length of the canonical JSON of `[*messages, *tools]`, summed item by item (an
+    array's bytes are its items' joined by commas), so with a `sizes` cache a turn only measures what
+    it added instead of the whole transcript again.
+    """
+    items = [*request.messages, *request.tools]
+    size = 2 + max(0, len(items) - 1)
+    for item in items:
+        hit = sizes.get(id(item)) if sizes is not None else None
+        if hit is not None and hit[0] is item:
+            size += hit[1]
+            continue
+        n = len(canonical_json(item))
+        if sizes is not None:
+            sizes[id(item)] = (item, n)  # the item is held too, so its id cannot be reused meanwhile
+        size += n
     if request.output_format is not None:
         size += len(canonical_json(request.output_format.schema_))
     return max(1, size // 4)
@@ -162,6 +177,7 @@ class Dispatcher:
         signal: Signal | None,
     ) -> None:
         self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
+        self._sizes: dict[int, tuple[Any, int]] = {}  # canonical sizes of the messages already measured
 
     async def turn(self, stage: Stage) -> TurnResult:
         """One turn: retry retryable errors, then fail over to the next model; first settle wins."""
@@ -252,7 +268,7 @@ class Dispatcher:
 
     async def _attempt(self, model: ResolvedModel, stage: Stage) -> TurnResult:
         request, tier = build_request(self.spec, model, self.state.messages)
-        est_input = estimate_input_tokens(request)
+        est_input = estimate_input_tokens(request, self._sizes)
         clamp = self._clamp(model, est_input, stage)
         if isinstance(clamp, TurnResult):
             return clamp

@@ -51,7 +51,14 @@ class AccountHooks:
         calibration: InputCalibration | None = None,
     ) -> None:
         self.account = account
-        self.price_of = price_of
+        prices: dict[str, Price | None] = {}
+
+        def price(ref: str) -> Price | None:  # asked several times per turn; one lookup per model will do
+            if ref not in prices:
+                prices[ref] = price_of(ref)
+            return prices[ref]
+
+        self.price_of: PriceLookup = price
         self.hold = hold
         self.exposure = exposure
         self.strict_pricing = strict_pricing

@@ -24,11 +24,11 @@ from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.stream import FinishReason
 from tether.contracts.usage import Usage
+from tether.engine.checkpoint import checkpoint_key
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
 from tether.engine.replay_events import ReplayFacts
-from tether.engine.segment import AppendCancelled
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
@@ -268,12 +268,9 @@ class AgentCall:
         )
         redispatched = running is not None
         if running is None:
-            try:
-                running = await seg.append(self._running_entry(frame, spec, k, role, model))
-                await self._spawned(frame, running, spec.prompt)
-            except AppendCancelled as cancelled:  # the entry is journaled: it gets its terminal too
-                await self._journal_cancelled(frame, cancelled.stored, hooks)
-                raise
+            # Staged: durable with the first dispatch record (one commit), before anything it authorizes.
+            running = seg.stage(self._running_entry(frame, spec, k, role, model))
+            self._spawned(frame, running, spec.prompt)
         assert running.seq is not None and self.ctx is not None
         inner = frame.enter(
             join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1,
@@ -313,12 +310,12 @@ class AgentCall:
             result = await run_agent(spec, host, hooks, signal=self.seg.cancel)
         return result.model_copy(update={"artifacts": {"patch": tree.patch or ""}})
 
-    async def _spawned(self, frame: Frame, running: JournalEntry, goal: str) -> None:
+    def _spawned(self, frame: Frame, running: JournalEntry, goal: str) -> None:
         """A child started by an agent: the `spawn` fact (adopted children on resume write none)."""
         if frame.agent_id is None:
             return
         seg = self.seg
-        await seg.append(seg.tree.event(
+        seg.stage(seg.tree.event(
             agent_id=frame.agent_id, step=seg.tree.turn_of.get(frame.agent_id, 0), kind="spawn",
             child_agent_id=running.agent_id, detail=goal[:500], parent_agent_id=frame.agent_id,
         ))
@@ -386,7 +383,7 @@ class AgentCall:
             unpriced={m: u.model_dump() for m, u in hooks.unpriced.items()} or None,
             tool_budget=_dump(result.tool_budget),
             memoized=memoized or None,
-            checkpoint_ref=f"{self.seg.run_id}/checkpoints/{running.seq}",
+            checkpoint_ref=checkpoint_key(self.seg.run_id, running.seq or 0),
             ended_at=self.seg.engine.clock(),
         )
 

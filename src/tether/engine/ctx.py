@@ -81,6 +81,8 @@ def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
 
 
 def _revalidate(fn: Callable[..., Any], value: Any) -> Any:
+    if not getattr(fn, "__annotations__", None):
+        return value  # nothing declared (a lambda, most often): no adapter to build
     adapter = _return_adapter(fn)
     if adapter is None:
         return value

@@ -20,6 +20,7 @@ from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
 from tether.engine import queue as run_queue
 from tether.engine.agent_call import AgentProfile
+from tether.engine.checkpoint import AgentTranscript
 from tether.engine.event_log import EventLog
 from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
@@ -496,6 +497,19 @@ class Engine:
         from tether.journal.tree import fold_tree
 
         return fold_tree(await self.inspect(run_id))
+
+    async def transcript(self, run_id: str, agent_id: int) -> AgentTranscript:
+        """Agent `agent_id`'s conversation as its last checkpoint holds it (read back from the store)."""
+        from tether.engine.checkpoint import checkpoint_key, read_transcript
+
+        entries = await self._journal(run_id)
+        running = next((e for e in entries if e.kind == "agent" and e.ref is None and e.agent_id == agent_id), None)
+        if running is None or running.seq is None:
+            raise ConfigError(f"run {run_id!r} has no agent #{agent_id}; engine.agent_tree(run_id) lists its agents",
+                              run_id=run_id, agent_id=agent_id)
+        terminal = JournalIndex.build(entries).terminal_of.get(running.seq)
+        ref = (terminal.checkpoint_ref if terminal is not None else None) or checkpoint_key(run_id, running.seq)
+        return await read_transcript(await self.store(), agent_id, ref)
 
     async def effect_ledger(self, run_id: str) -> list[ToolEffectRecord]:
         from tether.tools.ledger import records

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from tether.budget.hooks import Tally
+from tether.agents.state import LoopState
 from tether.contracts.entries import JournalEntry
 from tether.contracts.events import (
     AgentEnd,
@@ -21,12 +18,12 @@ from tether.contracts.events import (
     ToolStart,
     event_of,
 )
+from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import AgentSpend, agent_spend, is_draw
 
 if TYPE_CHECKING:
-    from tether.agents.state import LoopState
     from tether.budget.hooks import AccountHooks
     from tether.engine.ctx import Ctx
     from tether.engine.segment import Segment
@@ -47,8 +44,9 @@ class EngineLoopHost:
         self.running = running
         self.agent_seq = running.seq
         self.frame = frame  # the agent's own scope (agent:<seq>)
-        self.checkpoint_key = f"{seg.run_id}/checkpoints/{running.seq}"
+        self.checkpoint_key = checkpoint_key(seg.run_id, running.seq)
         self.checkpoints = 0
+        self.chain = CheckpointChain(self.checkpoint_key)
         self.hooks = hooks
         self.cwd: str | None = None  # the agent's worktree, under isolation="worktree"
         self.redispatched = redispatched
@@ -60,21 +58,19 @@ class EngineLoopHost:
         """The last dispatch number of this invocation; numbers continue across segments."""
 
     async def load_checkpoint(self) -> LoopState | None:
-        """The last checkpoint (None: start over); a redispatch also charges the calls a crash cut off."""
-        from tether.agents.state import LoopState
+        """The last checkpoint (None: start over); a redispatch also charges the calls a crash cut off.
 
+        A fresh invocation has no checkpoint to read: its key names a seq this segment just claimed.
+        """
+        if not self.redispatched:
+            return None
         state, tally = None, None
-        data = await self.seg.store.get_blob(self.checkpoint_key)
-        if data is not None:
-            try:
-                envelope = json.loads(data)
-                state = LoopState.model_validate(envelope["loop"])
-                tally = Tally.model_validate(envelope["tally"])
-            except (ValidationError, ValueError, KeyError, TypeError):
-                state, tally = None, None  # an unreadable checkpoint is never trusted: the agent starts over
+        restored = await read_checkpoint(self.seg.store, self.checkpoint_key)
+        if restored is not None:
+            state, tally, self.chain = restored
         if tally is not None:
             self.hooks.restore(tally)  # the spend of the turns the checkpoint holds counts in the terminal
-        spend = _open_spend(self.seg, self.running) if self.redispatched else None
+        spend = _open_spend(self.seg, self.running)
         if spend is not None:
             through = tally.through if tally is not None else 0
             self.hooks.orphaned = lost_since(self.seg.index.entries, spend, through)
@@ -104,17 +100,18 @@ class EngineLoopHost:
         if self.running.agent_id is not None:
             self.seg.tree.turn_of[self.running.agent_id] = step
         tokens, costs = self.hooks.take_draw()
-        await self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched,
-                                 dict(self.hooks.calibration.overheads))
+        self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched,
+                           dict(self.hooks.calibration.overheads))
 
     async def save_checkpoint(self, state: LoopState) -> None:
+        """Checkpoint the turn: the messages it added (one chunk), then the small head that names them."""
         if self.seg.dry_run:
             return
         await self.flush_draw(state.turns)
         # The loop's state and the priced tally of the same turns, written together.
         tally = self.hooks.tally(through=self.dispatched)
-        envelope = {"loop": state.model_dump(mode="json"), "tally": tally.model_dump(mode="json")}
-        await self.seg.put_blob(self.checkpoint_key, json.dumps(envelope).encode())
+        for key, data in self.chain.writes(state, tally):
+            await self.seg.put_blob(key, data)
         self.checkpoints += 1
 
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:

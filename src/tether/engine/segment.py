@@ -13,7 +13,13 @@ from tether.budget.accounts import Account
 from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
-from tether.contracts.errors import JournalMissError, JournalOrderViolation, LeaseHeldError, TetherError
+from tether.contracts.errors import (
+    JournalMissError,
+    JournalOrderViolation,
+    LeaseHeldError,
+    StoreUnavailableError,
+    TetherError,
+)
 from tether.contracts.events import BaseEvent, BudgetUpdate, Figures, RunWarning
 from tether.contracts.protocols import JournalStore
 from tether.contracts.signal import Signal
@@ -23,6 +29,7 @@ from tether.engine.frame import CURRENT_FRAME
 from tether.engine.outcome import DroppedBranch, ReplayStats
 from tether.journal.disposition import Disposition, disposition
 from tether.journal.matching import JournalIndex, Match
+from tether.stores.codec import encode_entry
 
 if TYPE_CHECKING:
     from tether.engine.engine import Engine
@@ -59,6 +66,17 @@ class Lookup:
 
 
 @dataclass
+class _Batch:
+    """Entries staged since the last group commit, their stored text, and the commit's future."""
+
+    entries: list[JournalEntry] = field(default_factory=list)
+    rows: list[tuple[int, str]] = field(default_factory=list)
+    awaited: list[bool] = field(default_factory=list)
+    """Per entry: appended by a caller waiting for it (True) or staged to ride along (False)."""
+    done: asyncio.Future[None] | None = None
+
+
+@dataclass
 class Segment:
     """Mutable state of one segment; everything durable goes through `append`."""
 
@@ -83,11 +101,13 @@ class Segment:
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
     tree: Tree = field(init=False)
     next_agent_id: int = 1
-    deferred: list[JournalEntry] = field(default_factory=list)
     pending_writes: list[asyncio.Future[Any]] = field(default_factory=list)
-    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     head: int = 0
     """The last seq this segment knows; every append claims the next one, so a stale view is refused."""
+    durable_head: int = 0
+    """The last seq the store holds (everything after it is staged, waiting for a group commit)."""
+    _open: _Batch | None = None
+    _committer: asyncio.Future[None] | None = None
     lease_lost: TetherError | None = None
     handed_back: TetherError | None = None
     """Set by `hand_back`: the segment stops like a cancel but does not settle, and its lease is released."""
@@ -106,15 +126,16 @@ class Segment:
     def __post_init__(self) -> None:
         ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
         self.next_agent_id = max(ids, default=0) + 1
-        self.head = max((e.seq or 0 for e in self.index.entries), default=0)
+        self.head = self.durable_head = max((e.seq or 0 for e in self.index.entries), default=0)
         self.calibration = InputCalibration.from_journal(self.index.entries)
 
     # -- the lease -----------------------------------------------------------------------------
     def lose(self, error: TetherError) -> None:
-        """This segment no longer owns the run: stop everything, write nothing more."""
+        """This segment no longer owns the run (or its journal write failed): stop everything, write nothing more."""
         if self.lease_lost is None:
             self.lease_lost = error
-            self.cancel.abort(f"lease lost: {error.message}")
+            lost = isinstance(error, LeaseHeldError | JournalOrderViolation)
+            self.cancel.abort(f"{'lease lost' if lost else 'journal write failed'}: {error.message}")
 
     def hand_back(self, error: TetherError) -> None:
         """Stop the segment without settling the run (a worker shutting down): in-flight calls are cut and
@@ -136,9 +157,14 @@ class Segment:
             raise
 
     async def put_blob(self, key: str, data: bytes) -> None:
-        """A fenced blob write (checkpoints) that finishes even if the caller is cancelled."""
+        """A fenced blob write (checkpoints) that finishes even if the caller is cancelled.
+
+        Staged entries are committed first, so a checkpoint is never durable before the journal
+        entries it was taken after.
+        """
         if self.dry_run:
             return
+        await self.flush()
         self._fenced()
         await asyncio.shield(self._store_call(self.store.put_blob(key, data, self.lease)))
 
@@ -163,8 +189,13 @@ class Segment:
         )
 
     # -- journal -----------------------------------------------------------------------------
-    async def append(self, entry: JournalEntry) -> JournalEntry:
-        """Durably append (shielded from cancellation) and index the entry; never in a dry run."""
+    # Every entry claims its seq and is indexed the moment it is staged; its bytes reach the store in
+    # a group commit: one transaction for everything staged since the last one. An `append` returns
+    # once the commit holding its entry is durable; `stage` (facts whose durability can ride the next
+    # append: time, randomness, a budget draw, an agent's running entry) returns at once. Entries are
+    # committed in seq order, so a staged entry is always durable before any later append returns.
+    def stage(self, entry: JournalEntry) -> JournalEntry:
+        """Claim the next seq, index the entry and queue it for the next group commit (not durable yet)."""
         if self.dry_run:
             raise JournalMissError(
                 f"dry run of {self.run_id!r} would write a {entry.kind} entry at scope "
@@ -172,47 +203,126 @@ class Segment:
                 scope=entry.scope,
                 kind=entry.kind,
             )
-        write = asyncio.ensure_future(self._write(entry))
+        self._fenced()
+        seq = self.head + 1
+        claimed = entry.seq
+        entry.seq = seq  # in place, not a copy: callers hand over a fresh entry, and at 10,000 agents copies add up
         try:
-            return await asyncio.shield(write)
-        except asyncio.CancelledError:
-            # A write that started finishes (and is indexed) even when its caller is cancelled.
-            while not write.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(write)
-            if write.cancelled() or write.exception() is not None:
-                raise
-            raise AppendCancelled(write.result()) from None
-
-    async def _write(self, entry: JournalEntry) -> JournalEntry:
-        async with self.write_lock:
-            await self.flush()
-            self._fenced()
-            claimed = entry.model_copy(update={"seq": self.head + 1})
-            seq = await self._store_call(self.store.append(self.run_id, claimed, self.lease))
-            return self._indexed(claimed, seq)
-
-    def _indexed(self, entry: JournalEntry, seq: int) -> JournalEntry:
-        stored = entry if entry.seq == seq else entry.model_copy(update={"seq": seq})
+            text = encode_entry(self.run_id, seq, entry)  # a value that is not JSON fails its own caller only
+        except BaseException:
+            entry.seq = claimed
+            raise
+        stored = entry
+        if self._open is None:
+            self._open = _Batch()
+        self._open.entries.append(stored)
+        self._open.rows.append((seq, text))
+        self._open.awaited.append(False)
+        self.head = seq
         self.index.add(stored)
         self.appended += 1
-        self.head = max(self.head, seq)
         return stored
 
     def defer(self, entry: JournalEntry) -> None:
-        """Queue a fact (time, randomness) to be written before the next append."""
-        self.deferred.append(entry)
+        """Queue a fact (time, randomness) to be durable with the next append."""
+        self.stage(entry)
+
+    @property
+    def deferred(self) -> list[JournalEntry]:
+        """Staged entries not yet committed."""
+        return list(self._open.entries) if self._open is not None else []
+
+    async def append(self, entry: JournalEntry) -> JournalEntry:
+        """Durably append (shielded from cancellation) and index the entry; never in a dry run."""
+        stored = self.stage(entry)
+        assert self._open is not None
+        self._open.awaited[-1] = True
+        if await self._durable(self._commit()):
+            raise AppendCancelled(stored) from None
+        return stored
 
     async def flush(self) -> None:
-        """Write deferred facts; callers hold `write_lock` (or are the settle path)."""
-        if not self.deferred or self.dry_run:
+        """Make every staged entry durable (a no-op when nothing is staged)."""
+        if self._open is None or self.dry_run:
             return
-        self._fenced()
-        batch = [e.model_copy(update={"seq": self.head + 1 + i}) for i, e in enumerate(self.deferred)]
-        self.deferred = []
-        seqs = await asyncio.shield(self._store_call(self.store.append_many(self.run_id, batch, self.lease)))
-        for e, seq in zip(batch, seqs, strict=True):
-            self._indexed(e, seq)
+        if await self._durable(self._commit()):
+            raise asyncio.CancelledError
+
+    @staticmethod
+    async def _durable(commit: asyncio.Future[None]) -> bool:
+        """Wait for a commit; True when the caller was cancelled meanwhile (the write still finished)."""
+        try:
+            await asyncio.shield(commit)
+            return False
+        except asyncio.CancelledError:
+            while not commit.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(commit)
+            if commit.cancelled() or commit.exception() is not None:
+                raise
+            return True
+
+    def _commit(self) -> asyncio.Future[None]:
+        """The future of the commit that will hold everything staged so far (starting it if needed)."""
+        batch = self._open
+        assert batch is not None
+        if batch.done is None:
+            batch.done = asyncio.get_running_loop().create_future()
+        if self._committer is None or self._committer.done():
+            # A task, so the write is shielded from its callers; it first runs on the next loop turn,
+            # after every branch that is ready now has staged its entries into the same batch.
+            self._committer = asyncio.ensure_future(self._group_commit())
+        return batch.done
+
+    async def _group_commit(self) -> None:
+        while self._open is not None:
+            batch, self._open = self._open, None
+            try:
+                self._fenced()
+                await self._write_rows(batch)
+            except BaseException as exc:
+                failed = exc if isinstance(exc, TetherError) else StoreUnavailableError(
+                    f"journal write for run {self.run_id!r} failed ({type(exc).__name__}: {exc}); this "
+                    f"segment stopped and wrote nothing more. Resume the run once the store is usable.",
+                    run_id=self.run_id,
+                )
+                self.lose(failed)  # the staged view is ahead of the store now: nothing more may be written
+                for b in (batch, self._open):
+                    if b is not None and b.done is not None and not b.done.done():
+                        b.done.set_exception(failed)
+                        b.done.exception()  # retrieved here too: a batch nobody awaited must not warn
+                self._open = None
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
+            self.durable_head = batch.rows[-1][0]
+            if batch.done is not None and not batch.done.done():
+                batch.done.set_result(None)
+
+    async def _write_rows(self, batch: _Batch) -> None:
+        # A store class with `append_rows` takes the text encoded at staging; any other store (or a
+        # wrapper that intercepts `append`) gets the protocol's own calls.
+        if getattr(type(self.store), "append_rows", None) is not None:
+            seqs = await self._store_call(self.store.append_rows(self.run_id, batch.rows, self.lease))  # type: ignore[attr-defined]
+        else:
+            seqs = []
+            staged: list[JournalEntry] = []  # facts with no caller waiting ride one `append_many`, as before
+            for entry, awaited in zip(batch.entries, batch.awaited, strict=True):
+                if not awaited:
+                    staged.append(entry)
+                    continue
+                if staged:
+                    seqs += await self._store_call(self.store.append_many(self.run_id, staged, self.lease))
+                    staged = []
+                seqs.append(await self._store_call(self.store.append(self.run_id, entry, self.lease)))
+            if staged:
+                seqs += await self._store_call(self.store.append_many(self.run_id, staged, self.lease))
+        if list(seqs) != [seq for seq, _ in batch.rows]:
+            raise JournalOrderViolation(
+                f"journal order: run {self.run_id!r} stored seqs {list(seqs)[:3]}... where this segment "
+                f"claimed {batch.rows[0][0]}..; another writer appended. Resume the run.",
+                run_id=self.run_id,
+            )
 
     def lookup(self, scope: str, key: str) -> Lookup:
         """Match a call and decide with the one replay predicate; update the replay stats."""

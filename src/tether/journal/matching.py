@@ -1,4 +1,10 @@
-"""Scoped forward matching over a loaded journal, plus the closer and abandon folds it needs."""
+"""Scoped forward matching over a loaded journal, plus the closer and abandon folds it needs.
+
+Matching is O(1) amortized per lookup: each (scope, key) keeps a cursor past the candidates already
+consumed (a match always takes the first unconsumed one, so everything before the cursor is
+consumed), and entries this segment appends are never candidates at all. `examined` counts the
+candidate entries looked at, so a test can bound the work by counting rather than timing.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +36,10 @@ class JournalIndex:
     by_seq: dict[int, JournalEntry] = field(default_factory=dict)
     terminal_of: dict[int, JournalEntry] = field(default_factory=dict)
     closer_of: dict[int, JournalEntry] = field(default_factory=dict)
+    examined: int = 0
+    """Candidate entries the matcher has looked at (a work counter: linear in the journal, never quadratic)."""
     _candidates: dict[tuple[str, str], list[JournalEntry]] = field(default_factory=dict)
+    _cursor: dict[tuple[str, str], int] = field(default_factory=dict)
     _consumed: set[int] = field(default_factory=set)
     _max_ordinal: dict[tuple[str, str], int] = field(default_factory=dict)
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
@@ -45,28 +54,33 @@ class JournalIndex:
 
     # -- building ----------------------------------------------------------------------------
     def add(self, e: JournalEntry) -> None:
-        """Record an entry this segment appended."""
+        """Record an entry this segment appended (consumed from the start: it is never a candidate)."""
         self.entries.append(e)
-        self._index(e)
         if e.seq is not None:
             self._consumed.add(e.seq)
+        self._index(e, candidate=False)
 
-    def _index(self, e: JournalEntry) -> None:
-        assert e.seq is not None
-        self.by_seq[e.seq] = e
-        k = (e.scope, e.key)
-        if e.key:
-            self._max_ordinal[k] = max(self._max_ordinal.get(k, -1), e.ordinal)
+    def _index(self, e: JournalEntry, candidate: bool = True) -> None:
+        seq, key, ref = e.seq, e.key, e.ref
+        assert seq is not None
+        self.by_seq[seq] = e
+        k = (e.scope, key)
+        if key and e.ordinal > self._max_ordinal.get(k, -1):
+            self._max_ordinal[k] = e.ordinal
         if e.kind in REF_KINDS:
             self._add_closer(e)
             return
-        if e.ref is not None:  # a terminal of a two-phase entry
-            if e.ref not in self.terminal_of and e.ref not in self.invalidated:
-                self.terminal_of[e.ref] = e
+        if ref is not None:  # a terminal of a two-phase entry
+            if ref not in self.terminal_of and ref not in self.invalidated:
+                self.terminal_of[ref] = e
             return
-        if not e.key or e.seq in self.invalidated:  # unkeyed facts (budget draws) are never matched
+        if not candidate or not key or seq in self.invalidated:  # unkeyed facts are never matched
             return
-        self._candidates.setdefault(k, []).append(e)
+        candidates = self._candidates.get(k)
+        if candidates is None:
+            self._candidates[k] = [e]
+        else:
+            candidates.append(e)
 
     def _add_closer(self, e: JournalEntry) -> None:
         target = self.by_seq.get(e.ref) if e.ref is not None else None
@@ -103,13 +117,24 @@ class JournalIndex:
 
     def match(self, scope: str, key: str) -> Match | None:
         """Take the first unconsumed entry with this key in this scope (a miss consumes nothing)."""
-        for e in self._candidates.get((scope, key), ()):
-            if e.seq in self._consumed:
-                continue
+        k = (scope, key)
+        candidates = self._candidates.get(k)
+        if not candidates:
+            return None
+        i = self._cursor.get(k, 0)
+        consumed = self._consumed
+        while i < len(candidates):
+            e = candidates[i]
+            i += 1
+            self.examined += 1
             assert e.seq is not None
-            self._consumed.add(e.seq)
+            if e.seq in consumed:
+                continue
+            consumed.add(e.seq)
+            self._cursor[k] = i
             terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None
             return Match(e, terminal, self.is_abandoned(e))
+        self._cursor[k] = i
         return None
 
     def next_ordinal(self, scope: str, key: str) -> int:

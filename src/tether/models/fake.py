@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -102,6 +102,7 @@ class FakeModel:
             "structured_output": structured_output,
         }
         self.requests: list[ChatRequest] = []
+        self._caps_of: dict[str, ModelCaps] = {}
 
     @property
     def calls(self) -> int:
@@ -116,7 +117,10 @@ class FakeModel:
         self._script.extend(replies)
 
     def caps(self, model: str) -> ModelCaps:
-        return ModelCaps(price=self._prices.get(model), **self._caps)
+        cached = self._caps_of.get(model)
+        if cached is None:  # asked several times per turn; ModelCaps is frozen, so one per model serves
+            cached = self._caps_of[model] = ModelCaps(price=self._prices.get(model), **self._caps)
+        return cached
 
     def _next(self, request: ChatRequest) -> Reply | None:
         if self._script_fn is not None:
@@ -131,8 +135,12 @@ class FakeModel:
         if reply is None:
             yield StreamError(kind="terminal", message="fake model script exhausted")
             return
-        async for event in _play(reply, request, signal, self.family):
-            yield event
+        play = _play(reply, request, signal, self.family)
+        try:
+            async for event in play:
+                yield event
+        finally:
+            await play.aclose()  # closed here, not by the loop's finalizer hook (a cross-thread wakeup per call)
 
 
 async def _sleep(seconds: float, signal: Signal | None) -> bool:
@@ -143,12 +151,22 @@ async def _sleep(seconds: float, signal: Signal | None) -> bool:
     if signal is None:
         await asyncio.sleep(seconds)
         return False
-    waiter = asyncio.ensure_future(signal.wait())
+    # A timer and a signal listener on one future: no task per call, and leaving is O(1) however
+    # many calls are in flight (an asyncio.Event waiter would be removed from a shared deque).
+    loop = asyncio.get_running_loop()
+    woke: asyncio.Future[bool] = loop.create_future()
+
+    def settle(fired: bool) -> None:
+        if not woke.done():
+            woke.set_result(fired)
+
+    timer = loop.call_later(seconds, settle, False)
+    off = signal.add_listener(lambda _reason: settle(True))
     try:
-        done, _ = await asyncio.wait({waiter}, timeout=seconds)
-        return bool(done)
+        return await woke
     finally:
-        waiter.cancel()
+        timer.cancel()
+        off()
 
 
 # The forced-tool tier's tool (tether.agents.structured.EMIT_RESULT; a leaf cannot import it).
@@ -174,7 +192,7 @@ def structured(reply: Reply, request: ChatRequest) -> Reply:
 
 async def _play(
     reply: Reply, request: ChatRequest, signal: Signal | None, family: str
-) -> AsyncIterator[ChatEvent]:
+) -> AsyncGenerator[ChatEvent, None]:
     reply = structured(reply, request)
     if reply.error is not None:
         if await _sleep(reply.latency_s, signal):

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from pydantic import ValidationError
 from starlette.responses import Response, StreamingResponse
 
-import tether
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.journal.cost import CostReport, fold_cost
 from tether.journal.matching import JournalIndex
@@ -136,38 +131,17 @@ async def transcript(call: Call) -> Transcript:
         raise ApiError(404, "agent-not-found", f"run {call.run_id!r} has no agent #{agent_id}; "
                        f"GET /api/runs/{call.run_id}/tree lists its agents", run_id=call.run_id, agent_id=agent_id)
     terminal = JournalIndex.build(entries).terminal_of.get(running.seq)
-    # The terminal names the checkpoint; a still-running agent's checkpoint sits at the same, seq-derived key.
-    ref = (terminal.checkpoint_ref if terminal is not None else None) or f"{call.run_id}/checkpoints/{running.seq}"
-    blob = await (await state.engine.store()).get_blob(ref)
-    loop = _checkpoint_loop(blob)
+    read = await state.engine.transcript(call.run_id, agent_id)
     value = terminal.value if terminal is not None and isinstance(terminal.value, dict) else {}
     usage = terminal.usage if terminal is not None and terminal.usage is not None else None
     return Transcript(
         run_id=call.run_id, agent_id=agent_id, label=running.label,
         status=(terminal.status if terminal is not None else None) or "running",
-        checkpoint_ref=ref, checkpointed=loop is not None,
-        turns=int(value.get("turns") or (loop or {}).get("turns") or 0),
-        messages=(loop or {}).get("messages") or [],
+        checkpoint_ref=read.checkpoint_ref, checkpointed=read.checkpointed,
+        turns=int(value.get("turns") or read.turns), messages=read.messages,
         output=value.get("output"), error=terminal.error if terminal is not None else None,
-        usage=usage or (loop or {}).get("usage") or tether.Usage(),
-        served_by=(terminal.served_by if terminal is not None else None) or (loop or {}).get("served_by"),
+        usage=usage or read.usage, served_by=(terminal.served_by if terminal is not None else None) or read.served_by,
     )
-
-
-def _checkpoint_loop(blob: bytes | None) -> dict[str, Any] | None:
-    """The loop state inside a checkpoint envelope; an unreadable checkpoint shows as none."""
-    if blob is None:
-        return None
-    try:
-        envelope = json.loads(blob)
-        loop = envelope.get("loop") if isinstance(envelope, dict) else None
-        if not isinstance(loop, dict):
-            return None
-        from tether.agents.state import LoopState
-
-        return LoopState.model_validate(loop).model_dump(mode="json")
-    except (ValueError, ValidationError):
-        return None
 
 
 async def events(call: Call) -> Response:

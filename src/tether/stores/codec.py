@@ -10,12 +10,13 @@ one too (stripping the member is corruption as well).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from tether.contracts.entries import JournalEntry
@@ -23,7 +24,8 @@ from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, 
 
 CHECKSUM_DIGITS = 32
 _MEMBER = b',"checksum":"'
-_SUFFIX_LEN = len(_MEMBER) + CHECKSUM_DIGITS + 2  # ,"checksum":"<digits>"}
+_MEMBER_LEN = len(_MEMBER)
+_SUFFIX_LEN = _MEMBER_LEN + CHECKSUM_DIGITS + 2  # ,"checksum":"<digits>"}
 
 
 def checksum(body: bytes) -> str:
@@ -34,7 +36,12 @@ def checksum(body: bytes) -> str:
 def entry_json(entry: JournalEntry, seq: int) -> str:
     """The stored text of an entry: compact JSON with `seq` filled in and the checksum member last."""
     try:
-        body = entry.model_copy(update={"seq": seq}).model_dump_json(exclude_none=True, exclude={"checksum"})
+        if entry.seq is None:  # `seq` is the first field: spliced in front, as a copy with it set would write it
+            rest = entry.model_dump_json(exclude_none=True, exclude={"checksum"})
+            body = f'{{"seq":{int(seq)},{rest[1:]}'
+        else:
+            numbered = entry if entry.seq == seq else entry.model_copy(update={"seq": seq})
+            body = numbered.model_dump_json(exclude_none=True, exclude={"checksum"})
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise NonSerializableValueError(
             f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
@@ -44,33 +51,48 @@ def entry_json(entry: JournalEntry, seq: int) -> str:
     return f'{body[:-1]},"checksum":"{checksum(body.encode())}"}}'
 
 
+def encode_entry(run_id: str, seq: int, entry: JournalEntry) -> str:
+    """The stored text of `entry` at `seq`, after checking it may sit there (its seq, its ref)."""
+    if entry.seq is not None and entry.seq != seq:
+        raise JournalOrderViolation(
+            f"journal order: run '{run_id}' expects seq {seq} next but the entry carries seq "
+            f"{entry.seq}; nothing from this batch was appended. Another writer appended "
+            f"first: reload the journal, or leave seq unset so the store assigns it.",
+            run_id=run_id,
+            expected=seq,
+            got=entry.seq,
+        )
+    if entry.ref is not None and not 0 < entry.ref < seq:
+        raise JournalOrderViolation(
+            f"journal order: the entry for seq {seq} of run '{run_id}' refs seq {entry.ref}, "
+            f"which is not an earlier entry; nothing from this batch was appended. A ref "
+            f"must name the seq the entry closes.",
+            run_id=run_id,
+            seq=seq,
+            ref=entry.ref,
+        )
+    return entry_json(entry, seq)
+
+
 def number_entries(
     run_id: str, last_seq: int, entries: Sequence[JournalEntry]
 ) -> list[tuple[int, str]]:
     """(seq, json) rows for a batch after `last_seq`; one entry out of order fails the batch."""
-    rows: list[tuple[int, str]] = []
-    for i, entry in enumerate(entries):
-        seq = last_seq + 1 + i
-        if entry.seq is not None and entry.seq != seq:
+    return [(last_seq + 1 + i, encode_entry(run_id, last_seq + 1 + i, entry)) for i, entry in enumerate(entries)]
+
+
+def check_rows(run_id: str, last_seq: int, rows: Sequence[tuple[int, str]]) -> None:
+    """Refuse pre-encoded rows (`encode_entry`) that do not continue the journal right after `last_seq`."""
+    for i, (seq, _) in enumerate(rows):
+        if seq != last_seq + 1 + i:
             raise JournalOrderViolation(
-                f"journal order: run '{run_id}' expects seq {seq} next but the entry carries seq "
-                f"{entry.seq}; nothing from this batch was appended. Another writer appended "
-                f"first: reload the journal, or leave seq unset so the store assigns it.",
+                f"journal order: run '{run_id}' expects seq {last_seq + 1 + i} next but the entry carries "
+                f"seq {seq}; nothing from this batch was appended. Another writer appended first: "
+                f"reload the journal and resume the run.",
                 run_id=run_id,
-                expected=seq,
-                got=entry.seq,
+                expected=last_seq + 1 + i,
+                got=seq,
             )
-        if entry.ref is not None and not 0 < entry.ref < seq:
-            raise JournalOrderViolation(
-                f"journal order: the entry for seq {seq} of run '{run_id}' refs seq {entry.ref}, "
-                f"which is not an earlier entry; nothing from this batch was appended. A ref "
-                f"must name the seq the entry closes.",
-                run_id=run_id,
-                seq=seq,
-                ref=entry.ref,
-            )
-        rows.append((seq, entry_json(entry, seq)))
-    return rows
 
 
 def effect_json(run_id: str, row: Mapping[str, Any]) -> str:
@@ -92,6 +114,44 @@ def _split_checksum(raw: bytes) -> tuple[bytes, bytes | None]:
         if raw[at : at + len(_MEMBER)] == _MEMBER:
             return raw[:at] + b"}", raw[at + len(_MEMBER) : -2]
     return raw, None
+
+
+_ENTRIES: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
+
+
+def _verified_body(raw: bytes) -> bytes | None:
+    """The entry's bytes without its checksum member, if it has one and it matches; else None."""
+    n = len(raw)
+    at = n - _SUFFIX_LEN
+    if at <= 0 or raw[n - 2 :] != b'"}' or raw[at : at + _MEMBER_LEN] != _MEMBER:
+        return None
+    body = raw[:at] + b"}"
+    return body if checksum(body).encode() == raw[at + _MEMBER_LEN : n - 2] else None
+
+
+def decode_batch(raws: Sequence[bytes], first_seq: int = 1) -> list[JournalEntry] | None:
+    """Entries `first_seq`, `first_seq + 1`, ... decoded in one validation pass, when every one of them
+    carries a matching checksum, validates, and sits at its seq; None otherwise (then decode entry by
+    entry with `EntryDecoder`, which names what is wrong and where)."""
+    bodies: list[bytes] = []
+    for raw in raws:
+        body = _verified_body(raw)
+        if body is None:
+            return None
+        bodies.append(body)
+    collecting = gc.isenabled()
+    gc.disable()  # every object built here stays alive: collections during the pass would only rescan them
+    try:
+        entries = _ENTRIES.validate_json(b"[" + b",".join(bodies) + b"]")
+    except ValidationError:
+        return None
+    finally:
+        if collecting:
+            gc.enable()
+    for i, entry in enumerate(entries):
+        if entry.seq != first_seq + i:
+            return None
+    return entries
 
 
 class EntryDecoder:
@@ -118,6 +178,9 @@ class EntryDecoder:
                 pass  # not JSON at all: reported below as unparsable (a torn JSONL tail stays torn)
             else:
                 raise self._corrupt(where, "it has no checksum although earlier entries of this run do")
+        return self._validated(body, where)
+
+    def _validated(self, body: bytes, where: str) -> JournalEntry:
         try:
             return JournalEntry.model_validate_json(body)
         except ValidationError as exc:
@@ -161,7 +224,10 @@ def parse_entry(text: str | bytes, where: str) -> JournalEntry:
 
 def decode_rows(run_id: str, rows: Sequence[tuple[int, str | bytes]], location: str) -> list[JournalEntry]:
     """Decode a run's stored rows (seq order) and refuse a journal with gaps, naming where it lives."""
-    decoder = EntryDecoder(run_id)
+    fast = decode_batch([t.encode() if isinstance(t, str) else t for _, t in rows]) if rows else []
+    if fast is not None and (not fast or fast[-1].seq == rows[-1][0]):
+        return fast
+    decoder = EntryDecoder(run_id)  # the checked path: it names what is wrong, and where
     out = [decoder.at(text, seq, f"seq {seq} of run '{run_id}' in {location}") for seq, text in rows]
     if out and out[-1].seq != len(out):
         raise JournalCorruptError(

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.stores.codec import decode_rows, effect_json, number_entries
+from tether.stores.codec import check_rows, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -50,6 +50,16 @@ class MemoryStore:
             return []
         log = self._entries.setdefault(run_id, [])
         rows = number_entries(run_id, len(log), entries)
+        log.extend(text for _, text in rows)
+        return [seq for seq, _ in rows]
+
+    async def append_rows(
+        self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
+    ) -> list[int]:
+        """Append rows already encoded by `codec.encode_entry` (the segment's group commits)."""
+        self._fenced(run_id, lease)
+        log = self._entries.setdefault(run_id, [])
+        check_rows(run_id, len(log), rows)
         log.extend(text for _, text in rows)
         return [seq for seq, _ in rows]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import JournalCorruptError, StoreUnavailableError
-from tether.stores.codec import decode_rows, effect_json, number_entries
+from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, StoreUnavailableError
+from tether.stores.codec import check_rows, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -48,6 +48,20 @@ CREATE TABLE IF NOT EXISTS epochs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NU
 """
 
 
+_HEAD_AND_LEASE = (
+    "SELECT (SELECT MAX(seq) FROM entries WHERE run_id = ?), l.owner, l.epoch, l.expires_at"
+    " FROM (SELECT ? AS run_id) AS q LEFT JOIN leases AS l ON l.run_id = q.run_id"
+)
+_INSERT = "INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)"
+_INSERT_NEXT = (
+    "INSERT INTO entries (run_id, seq, json) SELECT ?1, ?2, ?3"
+    " WHERE (SELECT MAX(seq) FROM entries WHERE run_id = ?1) = ?2 - 1"
+    " AND (?4 IS NULL OR EXISTS (SELECT 1 FROM leases WHERE run_id = ?1 AND epoch = ?4 AND owner = ?5"
+    " AND expires_at >= ?6))"
+)
+"""A row that lands only right after the run's head, and only under its current, unexpired lease."""
+
+
 class SqliteStore:
     """A journal store in one SQLite file; safe for many processes on one host, with leases."""
 
@@ -61,6 +75,8 @@ class SqliteStore:
         self.path = str(path)
         self._clock = clock
         self._lock = threading.Lock()  # one connection; guard it should several threads share us
+        self._owner_cache: tuple[LeaseOwner, str] | None = None
+        self._heads: dict[str, int] = {}  # run_id -> the last seq this store wrote (a guess, checked in SQL)
         with self._driver():
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -123,8 +139,25 @@ class SqliteStore:
             c.execute("COMMIT")
 
     def _fenced(self, c: sqlite3.Connection, run_id: str, lease: Lease | None) -> None:
-        if lease is not None:
-            check_fence(run_id, lease, self._held(c, run_id), self._clock())
+        if lease is None:
+            return
+        row = c.execute("SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+        if (
+            row is not None
+            and lease.run_id == run_id
+            and row[1] == lease.epoch
+            and row[0] == self._owner_json(lease.owner)
+            and self._clock() <= row[2]
+        ):
+            return  # the current, unexpired lease (the common case, checked without parsing the row)
+        check_fence(run_id, lease, self._held(c, run_id), self._clock())
+
+    def _owner_json(self, owner: LeaseOwner) -> str:
+        """The owner as its lease row stores it (cached: a segment appends with one owner)."""
+        cached = self._owner_cache
+        if cached is None or cached[0] is not owner:
+            cached = self._owner_cache = (owner, owner.model_dump_json())
+        return cached[1]
 
     def _held(self, c: sqlite3.Connection, run_id: str) -> Lease | None:
         row = c.execute(
@@ -141,23 +174,104 @@ class SqliteStore:
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
-        with self._tx() as c:
-            self._fenced(c, run_id, lease)
-            if not entries:
-                return []
-            (last,) = c.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM entries WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            rows = number_entries(run_id, last, entries)
-            c.executemany(
-                "INSERT INTO entries (run_id, seq, json) VALUES (?, ?, ?)",
-                [(run_id, seq, text) for seq, text in rows],
-            )
+        return self._insert(run_id, lease, lambda last: number_entries(run_id, last, entries), None)
+
+    async def append_rows(
+        self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
+    ) -> list[int]:
+        """Append rows already encoded by `codec.encode_entry` (the segment's group commits)."""
+
+        def checked(last: int) -> list[tuple[int, str]]:
+            check_rows(run_id, last, rows)
+            return rows
+
+        return self._insert(run_id, lease, checked, rows)
+
+    def _insert(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        numbered: Callable[[int], list[tuple[int, str]]],
+        claimed: list[tuple[int, str]] | None,
+    ) -> list[int]:
+        """One transaction. The common case is one conditional INSERT per row: it lands only if the row
+        continues the journal and the lease is current, both checked by SQLite inside the transaction.
+        Anything else (another writer, a stale lease, a first append) takes the checked path, which
+        reads the head and the lease and raises the precise error."""
+        with self._lock, self._driver():
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._speculate(c, run_id, lease, numbered, claimed)
+                if rows is None:
+                    c.execute("ROLLBACK")
+                    c.execute("BEGIN IMMEDIATE")
+                    rows = self._checked_insert(c, run_id, lease, numbered)
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+        if rows:
+            self._heads[run_id] = rows[-1][0]
         return [seq for seq, _ in rows]
+
+    def _speculate(
+        self,
+        c: sqlite3.Connection,
+        run_id: str,
+        lease: Lease | None,
+        numbered: Callable[[int], list[tuple[int, str]]],
+        claimed: list[tuple[int, str]] | None,
+    ) -> list[tuple[int, str]] | None:
+        """Insert after the head this store last wrote; None when that guess (or the lease) does not hold."""
+        guess = self._heads.get(run_id)
+        if guess is None or (lease is not None and lease.run_id != run_id):
+            return None
+        if claimed is not None:
+            rows = claimed
+        else:
+            try:
+                rows = numbered(guess)
+            except JournalOrderViolation:
+                return None  # perhaps only our guess is stale: the checked path decides
+        if not rows or rows[0][0] != guess + 1:
+            return None
+        epoch, owner, now = (None, None, 0.0) if lease is None else (
+            lease.epoch, self._owner_json(lease.owner), self._clock()
+        )
+        params = [(run_id, seq, text, epoch, owner, now) for seq, text in rows]
+        if len(params) == 1:
+            landed = c.execute(_INSERT_NEXT, params[0]).rowcount
+        else:
+            landed = c.executemany(_INSERT_NEXT, params).rowcount
+        return rows if landed == len(rows) else None
+
+    def _checked_insert(
+        self, c: sqlite3.Connection, run_id: str, lease: Lease | None,
+        numbered: Callable[[int], list[tuple[int, str]]],
+    ) -> list[tuple[int, str]]:
+        last, owner, epoch, expires_at = c.execute(_HEAD_AND_LEASE, (run_id, run_id)).fetchone()
+        if lease is not None and not (
+            owner is not None
+            and lease.run_id == run_id
+            and epoch == lease.epoch
+            and owner == self._owner_json(lease.owner)
+            and self._clock() <= expires_at
+        ):
+            check_fence(run_id, lease, self._held(c, run_id), self._clock())  # raises why
+        rows = numbered(last or 0)
+        if len(rows) == 1:
+            c.execute(_INSERT, (run_id, *rows[0]))
+        elif rows:
+            c.executemany(_INSERT, [(run_id, seq, text) for seq, text in rows])
+        return rows
 
     async def load(self, run_id: str) -> list[JournalEntry]:
         with self._read() as c:
-            rows = c.execute("SELECT seq, json FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+            # As bytes: the checksum is over the stored bytes, so nothing is decoded and re-encoded.
+            rows = c.execute(
+                "SELECT seq, CAST(json AS BLOB) FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
         return decode_rows(run_id, rows, str(self.path))
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
@@ -180,6 +294,7 @@ class SqliteStore:
         return [RunMeta.model_validate_json(r[0]) for r in rows]
 
     async def delete(self, run_id: str) -> None:
+        self._heads.pop(run_id, None)
         with self._tx() as c:
             for table in ("entries", "meta", "effects", "leases"):
                 c.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))

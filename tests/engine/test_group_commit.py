@@ -1,0 +1,111 @@
+"""Parallel branches of one run share journal transactions, and each append is durable when it returns."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tether
+from tether.stores import open_store
+from tether.stores.sqlite import SqliteStore
+from tether.testing import Reply
+
+
+class CountingSqlite(SqliteStore):
+    """A SQLite store that counts its journal write transactions and what each one held."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.commits: list[list[int]] = []
+        self.fail_next = False
+
+    async def append_rows(self, run_id: str, rows: list[tuple[int, str]], lease: Any = None) -> list[int]:
+        if self.fail_next:
+            self.fail_next = False
+            raise tether.StoreUnavailableError("simulated: the disk went away")
+        seqs = await super().append_rows(run_id, rows, lease)
+        self.commits.append(seqs)
+        return seqs
+
+
+async def durable_seqs(path: Path) -> set[int]:
+    """What another connection reads from the file right now (what survives a crash at this instant)."""
+    other = open_store(f"sqlite:///{path}")
+    try:
+        return {e.seq for e in await other.load("r") if e.seq is not None}
+    finally:
+        await other.close()
+
+
+async def test_parallel_branches_share_commits_and_each_step_is_durable_when_it_returns(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = CountingSqlite(path)
+    seen: list[tuple[int, set[int]]] = []
+
+    @tether.workflow(name="par")
+    async def par(ctx: tether.Ctx) -> int:
+        async def branch(b: int) -> int:
+            for i in range(20):
+                await ctx.step(f"b{b}s{i}", lambda: None)
+                terminal = max(e.seq for e in handle._segment.index.entries if e.label == f"b{b}s{i}")  # type: ignore[union-attr]
+                seen.append((terminal, await durable_seqs(path)))
+            return b
+
+        return sum(await ctx.parallel([functools.partial(branch, b) for b in range(8)]))
+
+    engine = tether.Engine(store=store)
+    handle = engine.start(par, run_id="r")
+    out = await handle
+    assert out.status == "ok" and out.value == sum(range(8))
+    steps = 8 * 20
+    assert all(terminal in durable for terminal, durable in seen)  # durable before ctx.step returned
+    step_commits = [c for c in store.commits if len(c) > 1]
+    assert len(store.commits) < steps  # 320 step entries in far fewer transactions than steps
+    assert max(len(c) for c in step_commits) >= 8  # the branches' entries rode one transaction
+    committed = [seq for c in store.commits for seq in c]
+    assert committed == list(range(1, len(committed) + 1))  # one total order, no gaps
+    await engine.close()
+
+
+async def test_a_one_turn_agent_journals_in_two_commits(tmp_path: Path) -> None:
+    store = CountingSqlite(tmp_path / "t.db")
+    model = tether.models.fake("fake", script=[Reply(text="ok", input_tokens=5, output_tokens=1)],
+                               prices={"m": tether.Price(input=1.0, output=1.0)})
+    engine = tether.Engine(models=[model], routing={"loop": "fake:m"}, store=store)
+
+    @tether.workflow(name="one")
+    async def one(ctx: tether.Ctx) -> Any:
+        return await ctx.agent("q")
+
+    out = await engine.run(one, run_id="r", budget_usd=1.0)
+    assert out.status == "ok"
+    entries = {e.seq: e for e in await engine.inspect("r")}
+    kinds = [[(entries[s].kind, entries[s].label or entries[s].status) for s in c] for c in store.commits]
+    running = next(s for s, e in entries.items() if e.kind == "agent" and e.status == "running")
+    dispatch = next(s for s, e in entries.items() if e.label == "dispatch")
+    terminal = next(s for s, e in entries.items() if e.kind == "agent" and e.ref is not None)
+    # the running entry rides the dispatch record's commit (durable before the request left) ...
+    assert [running, dispatch] in store.commits, kinds
+    # ... and the turn's budget draw rides the terminal's
+    assert any(terminal in c and any(entries[s].label == "budget_draw" for s in c) for c in store.commits), kinds
+    await engine.close()
+
+
+async def test_a_failed_group_commit_fails_every_caller_and_stops_the_segment(tmp_path: Path) -> None:
+    store = CountingSqlite(tmp_path / "t.db")
+
+    @tether.workflow(name="par")
+    async def par(ctx: tether.Ctx) -> Any:
+        await ctx.step("first", lambda: 1)
+        store.fail_next = True
+        return await ctx.parallel([functools.partial(ctx.step, f"s{i}", lambda: 2) for i in range(4)])
+
+    engine = tether.Engine(store=store)
+    with pytest.raises(tether.StoreUnavailableError, match="the disk went away"):
+        await engine.run(par, run_id="r")
+    loaded = await store.load("r")
+    assert [e.label for e in loaded if e.kind == "step"] == ["first", "first"]  # nothing after the failure
+    await engine.close()
