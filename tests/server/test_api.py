@@ -439,6 +439,22 @@ def test_cancel_stops_a_run_driven_here_and_refuses_settled_ones(tmp_path: Path,
     assert client.post("/api/runs/c-1/cancel", json={"reason": 3}).status_code == 422
 
 
+def test_a_start_with_a_queue_enqueues_the_run_for_workers(serve: Serve, pg_dsn: str, pg_schema: str) -> None:
+    client = serve(url=f"{pg_dsn}?schema={pg_schema}")
+    queued = client.post("/api/runs", json={"workflow": "echo", "args": {"a": 1}, "run_id": "q-1", "budget_usd": 0.5,
+                                            "queue": "slow", "priority": 3})
+    assert queued.status_code == 201 and queued.json() == {"run_id": "q-1", "workflow": "echo", "status": "queued",
+                                                           "url": "/api/runs/q-1"}
+    detail = client.get("/api/runs/q-1").json()
+    assert detail["status"] == "queued" and detail["budget_usd"] == 0.5 and not detail["driven_here"]
+    assert [r["run_id"] for r in client.get("/api/runs?status=queued").json()["runs"]] == ["q-1"]
+
+
+def test_a_start_with_a_queue_on_a_store_without_one_is_a_typed_409(serve: Serve) -> None:
+    r = serve().post("/api/runs", json={"workflow": "echo", "queue": "default"})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "no-queue" and "postgresql://" in r.json()["error"]["message"]
+
+
 def test_starting_a_run_needs_the_app_engine_and_a_registered_workflow(serve: Serve) -> None:
     client = serve()
     ok = client.post("/api/runs", json={"workflow": "echo", "args": {"a": 1}, "run_id": "s-1", "budget_usd": 0.5,

@@ -1,41 +1,13 @@
-"""Fixtures for the worker tests: the real PostgreSQL server (CI fails when it is down), a schema per test."""
+"""Fixtures for the worker tests: a store URL on this test's own PostgreSQL schema, the request log, a client engine."""
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import tether
-
-PG_DSN = os.environ.get("TETHER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_DSN, connect_timeout=3):
-            pass
-    except Exception as exc:
-        if os.environ.get("CI"):  # CI starts PostgreSQL: there, an unreachable server is a failure
-            pytest.fail(f"PostgreSQL not reachable at {PG_DSN}: {exc}")
-        pytest.skip(f"PostgreSQL not reachable at {PG_DSN}: {exc}")
-    return PG_DSN
-
-
-@pytest.fixture
-def pg_schema(pg_dsn: str) -> Iterator[str]:
-    import psycopg
-
-    name = f"w_{uuid.uuid4().hex[:16]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.fixture

@@ -281,16 +281,24 @@ class Engine:
         budget_usd: float | None = None,
         queue: str = "default",
         priority: int = 0,
-        **run_options: Any,
+        containment: Containment | None = None,
+        deadline_s: float | None = None,
+        max_in_flight_exposure_usd: float | None = None,
+        strict_pricing: bool | None = None,
+        allow_unpriced: bool | None = None,
     ) -> str:
         """Queue a run for `tether worker` processes (PostgreSQL stores) and return its id at once.
 
         The run is written whole first (durable options in its genesis, status `queued`). Higher
         `priority` runs first, then the oldest. An id already queued is left as it is (idempotent).
+        The run options are `start`'s.
         """
+        options = {"containment": containment, "deadline_s": deadline_s,
+                   "max_in_flight_exposure_usd": max_in_flight_exposure_usd, "strict_pricing": strict_pricing,
+                   "allow_unpriced": allow_unpriced}
         return await run_queue.enqueue(
             self, self._workflow(wf), args, run_id=run_id, budget_usd=budget_usd, queue=queue, priority=priority,
-            run_options=run_options,
+            run_options={k: v for k, v in options.items() if v is not None},
         )
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunOutcome:  # noqa: ASYNC109 (the named API)

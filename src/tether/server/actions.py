@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from tether.contracts.entries import JournalEntry
+from tether.contracts.protocols import QueueStore
 from tether.engine.segment import suspension_key
 from tether.engine.tree import Containment
 from tether.journal.matching import JournalIndex
@@ -81,7 +82,8 @@ async def cancel(call: Call) -> CancelResult:
 
 
 async def start(call: Call) -> StartResult | Response:
-    """Start a run of a workflow registered with the app engine; it is driven (and cancellable) here."""
+    """Start a run of a workflow registered with the app engine (driven, and cancellable, here), or with
+    `queue` enqueue it for `tether worker` processes."""
     state, body = state_of(call), call.body
     assert isinstance(body, StartRequest)
     engine = state.engine
@@ -96,6 +98,14 @@ async def start(call: Call) -> StartResult | Response:
         raise ApiError(409, "run-exists", f"run {body.run_id!r} already exists; pick another run_id (a resolve "
                        f"resumes a suspended run)", run_id=body.run_id)
     containment = Containment(**body.containment.model_dump()) if body.containment is not None else None
+    if body.queue is not None:  # a worker pool drives it; nothing runs in this process
+        if not isinstance(await engine.store(), QueueStore):
+            raise ApiError(409, "no-queue", "this server's store holds no run queue; enqueue on a PostgreSQL store "
+                           "(postgresql://...) that tether worker processes share, or omit queue to run here")
+        run_id = await engine.enqueue(body.workflow, body.args, run_id=body.run_id, budget_usd=body.budget_usd,
+                                      queue=body.queue, priority=body.priority, containment=containment,
+                                      deadline_s=body.deadline_s)
+        return StartResult(run_id=run_id, workflow=body.workflow, status="queued", url=f"/api/runs/{run_id}")
     handle = engine.start(body.workflow, body.args, run_id=body.run_id, budget_usd=body.budget_usd,
                           containment=containment, deadline_s=body.deadline_s)
     state.track(handle)

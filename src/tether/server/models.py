@@ -256,6 +256,10 @@ class StartRequest(BaseModel):
     budget_usd: float | None = Field(default=None, ge=0)
     containment: ContainmentRequest | None = None
     deadline_s: float | None = Field(default=None, gt=0)
+    queue: str | None = Field(default=None, min_length=1, max_length=200)
+    """Enqueue the run on this queue for `tether worker` processes (PostgreSQL store) instead of driving it here."""
+    priority: int = Field(default=0, ge=-(2**31), lt=2**31)
+    """With `queue`: higher runs first."""
 
 
 class StartResult(BaseModel):
