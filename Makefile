@@ -19,8 +19,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples scripts
-	$(BIN)/mypy src
+	$(BIN)/ruff check src tests bench examples scripts soak
+	$(BIN)/mypy src soak
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
