@@ -5,6 +5,8 @@ Usage: python money_crash_child.py STORE_URL RUN_ID MODE LOG
 - `after-start`: SIGKILL itself right after the run's first meta write (before any effect is journaled).
 - `in-flight`: run until the parent SIGKILLs it; every request the fake model receives is logged to LOG
   first (one line each), so the parent can kill while a call is in flight.
+- `tool-loop:N`: run (or resume) a three-turn tool loop whose turn N hangs until the parent kills it
+  (N = -1: nothing hangs); LOG gets one line per request, naming its turn.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import tether
 from tether.contracts.entries import Lease, RunMeta
 from tether.stores import open_store
-from tether.testing import Reply
+from tether.testing import Reply, ToolCall
 
 PRICE = tether.Price(input=10.0, output=20.0)  # one 1,000-in / 500-out turn = 0.02 USD
 
@@ -58,12 +60,45 @@ async def forty(ctx: tether.Ctx) -> list[Any]:
     return out
 
 
-def engine(url: str, log: str, latency: float, store: Any = None) -> tether.Engine:
-    return tether.Engine(models=[model(log, latency)], routing={"loop": "fake:m"}, store=store or url,
-                         workflows=[forty])
+@tether.tool(idempotent=True)
+def lookup(i: int) -> str:
+    """Look something up."""
+    return f"fact {i}"
+
+
+@tether.workflow(name="loop3")
+async def loop3(ctx: tether.Ctx) -> Any:
+    """One agent, three tool turns, then an answer."""
+    return await ctx.agent("research", tools=[lookup], est_cost=0.05, max_output_tokens=500)
+
+
+def looping_model(log: str, hang_turn: int) -> Any:
+    def script(request: Any) -> Reply:
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        with open(log, "a") as f:
+            f.write(f"turn {turn}\n")
+        latency = 30.0 if turn == hang_turn else 0.0
+        if turn < 3:
+            return Reply(tool_calls=[ToolCall("lookup", {"i": turn})], input_tokens=1_000, output_tokens=500,
+                         latency_s=latency)
+        return Reply(text="done", input_tokens=1_000, output_tokens=500, latency_s=latency)
+
+    return tether.models.fake("fake", script=script, prices={"m": PRICE})
+
+
+def engine(url: str, log: str, latency: float, store: Any = None, hang_turn: int | None = None) -> tether.Engine:
+    fake = model(log, latency) if hang_turn is None else looping_model(log, hang_turn)
+    return tether.Engine(models=[fake], routing={"loop": "fake:m"}, store=store or url, workflows=[forty, loop3])
 
 
 async def main(url: str, run_id: str, mode: str, log: str) -> None:
+    if mode.startswith("tool-loop:"):
+        eng = engine(url, log, 0.0, hang_turn=int(mode.partition(":")[2]))
+        if await eng.runs():
+            await eng.resume(run_id)
+        else:
+            await eng.run(loop3, {}, run_id=run_id, budget_usd=1.0)
+        return
     if mode == "after-start":
         eng = engine(url, log, 0.0, store=DieAfterFirstMeta(open_store(url)))
     else:

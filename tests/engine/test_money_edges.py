@@ -218,6 +218,42 @@ def test_a_call_in_flight_at_a_kill_is_charged_at_its_worst_case_on_resume(tmp_p
     asyncio.run(check())
 
 
+def kill_when_asked(url: str, log: Path, mode: str, line: str) -> None:
+    """Run the child in `mode` and SIGKILL it once LOG shows `line` (the hanging call is in flight)."""
+    proc = subprocess.Popen([sys.executable, str(CHILD), url, "r", mode, str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (log.exists() and line in log.read_text().splitlines()) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def test_calls_cut_off_by_two_kills_are_both_charged_when_the_agent_finally_settles(tmp_path: Path) -> None:
+    """A later segment's turn must not settle, and a later checkpoint must not forget, an earlier kill's call."""
+    url, log = f"sqlite:///{tmp_path}/t.db", tmp_path / "requests.log"
+    kill_when_asked(url, log, "tool-loop:0", "turn 0")  # cut off: call 1 (turn 0)
+    kill_when_asked(url, log, "tool-loop:1", "turn 1")  # turn 0 re-sent and checkpointed; cut off: call 3
+    sys.path.insert(0, str(CHILD.parent))
+    from money_crash_child import engine as child_engine
+
+    async def finish() -> tuple[tether.RunOutcome, list[JournalEntry]]:
+        eng = child_engine(url, str(log), 0.0, hang_turn=-1)
+        try:
+            return await eng.resume("r"), await eng.inspect("r")
+        finally:
+            await eng.close()
+
+    out, entries = asyncio.run(finish())
+    assert out.status == "ok" and out.value == "done"
+    worst = {d.value["call"]: d.value["worst_usd"] for d in entries if d.label == "dispatch"}
+    assert log.read_text().split() == ["turn", "0", "turn", "0", "turn", "1", "turn", "1", "turn", "2", "turn", "3"]
+    assert out.cost.orphaned_usd == pytest.approx(worst[1] + worst[3])  # both cut-off calls, at their worst case
+    billed_at_worst = 4 * 0.02 + worst[1] + worst[3]  # four completed calls, two cut off
+    assert out.cost.total_usd == pytest.approx(billed_at_worst)
+
+
 # -- 4. `exhausted` means a ceiling stopped work -------------------------------------------------
 
 async def test_refusals_inside_a_settled_parallel_make_the_run_exhausted(tmp_path: Path) -> None:

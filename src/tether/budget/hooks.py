@@ -30,6 +30,8 @@ class Tally(BaseModel):
     provider_calls: int = 0
     through: int = 0
     """The highest journaled dispatch number whose spend this tally holds (see `journal.cost`)."""
+    orphaned: dict[str, float] = {}
+    """Spend of dispatches earlier crashes cut off (charged at their worst case), so a later crash keeps it."""
 
 
 class AccountHooks:
@@ -100,7 +102,7 @@ class AccountHooks:
     # -- layer 2 -------------------------------------------------------------------------------
     def tally(self, through: int = 0) -> Tally:
         return Tally(costs=dict(self.costs), unpriced=dict(self.unpriced), usage_by_model=dict(self.usage_by_model),
-                     provider_calls=self.provider_calls, through=through)
+                     provider_calls=self.provider_calls, through=through, orphaned=dict(self.orphaned))
 
     def restore(self, tally: Tally) -> None:
         """Carry a redispatched invocation's checkpointed spend into its terminal.

@@ -21,7 +21,7 @@ from tether.contracts.events import (
 from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import content_key, to_jsonable
-from tether.journal.cost import AgentSpend, agent_spend, is_draw
+from tether.journal.cost import AgentSpend, agent_spend, draw_range, is_draw
 
 if TYPE_CHECKING:
     from tether.budget.hooks import AccountHooks
@@ -56,6 +56,8 @@ class EngineLoopHost:
         spend = _open_spend(seg, running) if redispatched else None
         self.dispatched = max((n for n, _, _ in spend.dispatches), default=0) if spend else 0
         """The last dispatch number of this invocation; numbers continue across segments."""
+        self.undrawn_from = self.dispatched + 1
+        """The first dispatch the next turn draw settles: never one an earlier segment's crash cut off."""
 
     async def load_checkpoint(self) -> LoopState | None:
         """The last checkpoint (None: start over); a redispatch also charges the calls a crash cut off.
@@ -73,7 +75,10 @@ class EngineLoopHost:
         spend = _open_spend(self.seg, self.running)
         if spend is not None:
             through = tally.through if tally is not None else 0
-            self.hooks.orphaned = lost_since(self.seg.index.entries, spend, through)
+            lost = lost_since(self.seg.index.entries, spend, through)
+            for model, usd in (tally.orphaned if tally is not None else {}).items():  # cut off by earlier crashes
+                lost[model] = lost.get(model, 0.0) + usd
+            self.hooks.orphaned = lost
         return state
 
     async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
@@ -100,8 +105,10 @@ class EngineLoopHost:
         if self.running.agent_id is not None:
             self.seg.tree.turn_of[self.running.agent_id] = step
         tokens, costs = self.hooks.take_draw()
-        self.seg.tree.draw(self.running.agent_id, step, tokens, costs, self.dispatched,
-                           dict(self.hooks.calibration.overheads))
+        drawn = self.seg.tree.draw(self.running.agent_id, step, tokens, costs, (self.undrawn_from, self.dispatched),
+                                   dict(self.hooks.calibration.overheads))
+        if drawn:
+            self.undrawn_from = self.dispatched + 1
 
     async def save_checkpoint(self, state: LoopState) -> None:
         """Checkpoint the turn: the messages it added (one chunk), then the small head that names them."""
@@ -229,15 +236,15 @@ def _open_spend(seg: Segment, running: JournalEntry) -> AgentSpend | None:
 
 def lost_since(entries: list[JournalEntry], spend: AgentSpend, through: int) -> dict[str, float]:
     """What a crash cut off after the checkpoint (`through`): turns drawn but not checkpointed, at their
-    journaled cost, and dispatches after the last draw, at their worst case; per model."""
+    journaled cost, and dispatches no draw settled, at their worst case; per model. (What earlier crashes
+    cut off before the checkpoint rides in the checkpoint's tally.)"""
     lost: dict[str, float] = {}
     for e in entries:
-        if e.agent_id == spend.running.agent_id and is_draw(e) and int(getattr(e, "through", 0) or 0) > through:
+        if e.agent_id == spend.running.agent_id and is_draw(e) and draw_range(e)[0] > through:
             for model, usd in (getattr(e, "costs", None) or {}).items():
                 lost[model] = lost.get(model, 0.0) + float(usd)
-    drawn = max(through, spend.through)
-    for n, model, worst in spend.dispatches:
-        if n > drawn and worst:
+    for _, model, worst in spend.unsettled(after=through):
+        if worst:
             lost[model] = lost.get(model, 0.0) + worst
     return lost
 

@@ -118,29 +118,31 @@ class Tree:
                             started_at=self.seg.engine.clock())
 
     def draw(
-        self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], through: int,
+        self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], calls: tuple[int, int],
         input_overhead: dict[str, int] | None = None,
-    ) -> None:
-        """Journal one `budget_draw`: what a model turn drew and what the tree has left after it.
+    ) -> bool:
+        """Journal one `budget_draw` (True when one was written): what a model turn drew and what the tree
+        has left after it.
 
-        The envelope carries the turn's USD per model and `through`, the last dispatch it settles, so
-        the cost fold can tell a crashed invocation's paid turns from its cut-off ones, and the input
+        The envelope carries the turn's USD per model and the dispatches it settles (`from_call` ..
+        `through`), so the cost fold can tell a crashed invocation's paid turns from its cut-off ones, and the input
         overhead the run has learned so far (`budget.calibration`), so a resume keeps it. It is staged:
         durable with the next append (the next dispatch record, the terminal) or checkpoint; a crash
         before that charges the turn at its dispatch record's worst case instead.
         """
         usd = sum(costs.values())
         if agent_id is None or (not tokens and not usd):
-            return
+            return False
         entry = self.event(
             agent_id=agent_id, step=step, kind="budget_draw", tokens=tokens, remaining=self.remaining_tokens(),
             usd=round(usd, 10), remaining_usd=self.seg.root.remaining(),
         )
-        self.seg.stage(entry.model_copy(update={"agent_id": agent_id, "costs": costs or None, "through": through,
-                                                "input_overhead": input_overhead or None}))
+        self.seg.stage(entry.model_copy(update={"agent_id": agent_id, "costs": costs or None, "from_call": calls[0],
+                                                "through": calls[1], "input_overhead": input_overhead or None}))
         row = AgentEvent.model_validate(entry.value)
         self.seg.events.emit(BudgetDraw(agent_id=agent_id, step=step, tokens=row.tokens, remaining=row.remaining,
                                         usd=row.usd, remaining_usd=row.remaining_usd))
+        return True
 
 
 def tokens_from_terminals(entries: list[JournalEntry]) -> int:

@@ -51,12 +51,27 @@ class AgentSpend:
     settled: bool = False
     costs: dict[str, float] = field(default_factory=dict)
     orphaned: dict[str, float] = field(default_factory=dict)
-    through: int = 0
+    covered: list[tuple[int, int]] = field(default_factory=list)
+    """The dispatch numbers journaled turn draws settled, as (first, last) ranges."""
     dispatches: list[tuple[int, str, float | None]] = field(default_factory=list)
 
     @property
     def usd(self) -> float:
         return sum(self.costs.values()) + sum(self.orphaned.values())
+
+    def settles(self, call: int) -> bool:
+        """Whether a journaled draw settled dispatch `call` (a later draw never settles an earlier kill's call)."""
+        return any(first <= call <= last for first, last in self.covered)
+
+    def unsettled(self, after: int = 0) -> list[tuple[int, str, float | None]]:
+        """Dispatches numbered above `after` that no draw settled: cut off by a crash, billed at worst."""
+        return [d for d in self.dispatches if d[0] > after and not self.settles(d[0])]
+
+
+def draw_range(entry: JournalEntry) -> tuple[int, int]:
+    """The dispatches a `budget_draw` settles; a draw written before ranges existed settles all up to `through`."""
+    last = int(getattr(entry, "through", 0) or 0)
+    return int(getattr(entry, "from_call", 0) or 1), last
 
 
 def _add(d: dict[str, float], k: str, v: float) -> None:
@@ -103,7 +118,7 @@ def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
         if is_draw(e):
             for model, usd in _floats(getattr(e, "costs", None)).items():
                 _add(open_spend.costs, model, usd)
-            open_spend.through = max(open_spend.through, int(getattr(e, "through", 0) or 0))
+            open_spend.covered.append(draw_range(e))
         elif (d := dispatch_value(e)) is not None:
             worst = d.get("worst_usd")
             open_spend.dispatches.append((int(d.get("call", 0)), str(d.get("model", "")),
@@ -111,8 +126,8 @@ def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
     spends = list(by_seq.values())
     for spend in spends:
         if not spend.settled:
-            for n, model, worst in spend.dispatches:
-                if n > spend.through and worst:
+            for _, model, worst in spend.unsettled():
+                if worst:
                     _add(spend.orphaned, model, worst)
     return spends
 
