@@ -127,7 +127,9 @@ class PostgresStore(PostgresQueue):
                     self.conninfo,
                     min_size=self._sizes[0],
                     max_size=self._sizes[1],
-                    kwargs={"autocommit": True},
+                    # Every statement is one of ours and hot: prepare each on its first use (one extra
+                    # round trip per statement and connection, then none), not after five.
+                    kwargs={"autocommit": True, "prepare_threshold": 0},
                     open=False,
                 )
                 await pool.open(wait=True)
