@@ -228,3 +228,24 @@ def test_the_schema_can_come_from_the_url(pg_dsn: str) -> None:
     assert PostgresStore(f"{pg_dsn}?schema=mine", schema="explicit").schema == "explicit"
     with pytest.raises(ConfigError):
         PostgresStore(f"{pg_dsn}?schema=bad-name")
+
+
+async def test_a_schema_of_the_previous_layout_is_upgraded_in_place(pg_dsn: str, pg_schema: str) -> None:
+    import psycopg
+
+    old = PostgresStore(pg_dsn, schema=pg_schema)
+    await old.append("r", entry("before"))
+    await old.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 2: without this version's functions
+        conn.execute(f'UPDATE "{pg_schema}".version SET v = 2')
+        for signature in ("acquire(text, text, text, float8, bigint, text)", "renew(text, bigint, text, text)",
+                          "finish(text, bigint, text, text, bigint)"):
+            conn.execute(f'DROP FUNCTION "{pg_schema}".{signature}')
+    new = PostgresStore(pg_dsn, schema=pg_schema)
+    lease = await new.acquire("r", owner("me"), 30)
+    assert [e.key for e in await new.load("r")] == ["before"]
+    await new.renew(lease)
+    await new.append("r", entry("after"), lease)
+    await new.release(lease)
+    assert [e.key for e in await new.load("r")] == ["before", "after"]
+    await new.close()

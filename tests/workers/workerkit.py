@@ -152,12 +152,14 @@ class PausableProxy:
 
     While paused it still accepts connections but forwards nothing either way, like a network
     partition: the kernel buffers what each side sends, and it all arrives when the link returns.
+    `round_trips` counts requests: each time a client sends after the server last answered it.
     """
 
     def __init__(self, target_host: str, target_port: int, delay_s: float = 0.0) -> None:
         self.target = (target_host, target_port)
         self.delay_s = delay_s
         self.port = 0
+        self.round_trips = 0
         self._open: asyncio.Event | None = None  # lives on the proxy's own loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
@@ -209,13 +211,18 @@ class PausableProxy:
         assert self._open is not None
         await self._open.wait()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, turn: list[bool], asking: bool
+    ) -> None:
         try:
             while True:
                 await self._gate()
                 data = await reader.read(65536)
                 if not data:
                     break
+                if asking and not turn[0]:
+                    self.round_trips += 1  # the client speaks again after an answer: a new request
+                turn[0] = asking
                 await self._gate()  # read just before a cut: held until the link returns
                 if self.delay_s:
                     await asyncio.sleep(self.delay_s)  # a slow link: every message waits this long each way
@@ -233,7 +240,8 @@ class PausableProxy:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        turn = [False]  # whether the client spoke last on this connection
+        await asyncio.gather(self._pipe(reader, up_writer, turn, True), self._pipe(up_reader, writer, turn, False))
 
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()

@@ -51,6 +51,8 @@ class ClaimRequest(BaseModel):
     """How long the claim protects the run before its driver's lease does (the engine's lease TTL)."""
     limits: dict[str, int] = Field(default_factory=dict)
     """Cluster-wide cap of runs held at once, per queue (a queue not named has none)."""
+    finished: list[Finished] = Field(default_factory=list)
+    """Claims to let go of before claiming, as `finish` would, in the same round trip."""
 
 
 class Claim(BaseModel):
@@ -67,6 +69,16 @@ class Claim(BaseModel):
     attempts: int = 1
     takeover: bool = False
     """The previous holder's claim lapsed and its lease expired: this claim resumes its work."""
+
+
+class Finished(BaseModel):
+    """A claim a worker lets go of, reported with its next claim request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claim: Claim
+    state: FinishState
+    error: str | None = None
 
 
 class QueueEntry(BaseModel):

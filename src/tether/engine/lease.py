@@ -23,15 +23,10 @@ from ulid import ULID
 from tether.contracts.entries import Lease
 from tether.contracts.errors import LeaseHeldError, TetherError
 from tether.contracts.protocols import JournalStore, LeasableStore
-from tether.stores.leases import current_owner
+from tether.stores.leases import cancel_request_key, current_owner
 
 LostListener = Callable[[TetherError], None]
 CancelListener = Callable[[str], None]
-
-
-def cancel_request_key(run_id: str) -> str:
-    """The blob a cancel request of `run_id` is written to."""
-    return f"{run_id}/cancel-request"
 
 
 async def request_cancel(store: JournalStore, run_id: str, reason: str, now: float) -> None:

@@ -16,6 +16,11 @@ from tether.contracts.entries import Lease, LeaseOwner
 from tether.contracts.errors import ConfigError, LeaseHeldError
 
 
+def cancel_request_key(run_id: str) -> str:
+    """The blob a cancel request of `run_id` is written to (a lease holder reads it at every renewal)."""
+    return f"{run_id}/cancel-request"
+
+
 def local_host() -> str:
     """The host name leases record; a dead owner is provable only on the same host."""
     return socket.gethostname()

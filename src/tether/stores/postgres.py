@@ -11,6 +11,7 @@ lives in the same schema (`postgres_queue`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -20,9 +21,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import ConfigError, LeaseHeldError, StoreUnavailableError
-from tether.stores.codec import decode_rows, effect_json
+from tether.stores.codec import check_rows, decode_rows, effect_json
 from tether.stores.group_commit import GroupCommit
-from tether.stores.leases import check_acquire, check_fence, renewed
+from tether.stores.leases import cancel_request_key, check_acquire, check_fence, renewed
+from tether.stores.postgres_prefetch import Prefetch
 from tether.stores.postgres_queue import PostgresQueue
 from tether.stores.postgres_sql import notify_channel, schema_statements, statements
 
@@ -99,6 +101,7 @@ class PostgresStore(PostgresQueue):
         self._opening = asyncio.Lock()
         self._sql = statements(schema)
         self._appends = GroupCommit(self._send_append)
+        self._prefetched = Prefetch()
         self._stuck: set[asyncio.Future[Any]] = set()
         self._owners: dict[LeaseOwner, str] = {}
         self._unavailable: tuple[type[Exception], ...] = ()
@@ -124,7 +127,9 @@ class PostgresStore(PostgresQueue):
                     self.conninfo,
                     min_size=self._sizes[0],
                     max_size=self._sizes[1],
-                    kwargs={"autocommit": True},
+                    # Every statement is one of ours and hot: prepare each on its first use (one extra
+                    # round trip per statement and connection, then none), not after five.
+                    kwargs={"autocommit": True, "prepare_threshold": 0},
                     open=False,
                 )
                 await pool.open(wait=True)
@@ -221,12 +226,31 @@ class PostgresStore(PostgresQueue):
 
     # -- appends (group commit) --------------------------------------------------------------------
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
+        self._prefetched.forget(run_id)
         return (await self._appends.append_many(run_id, [entry], lease))[0]
 
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
+        self._prefetched.forget(run_id)
         return await self._appends.append_many(run_id, entries, lease)
+
+    async def append_rows(
+        self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
+    ) -> list[int]:
+        """Append rows already encoded by `codec.encode_entry` (a segment's group commit): one round trip
+        that fences the lease, checks the rows continue the head and inserts them as they are."""
+        self._prefetched.forget(run_id)
+        if not rows:
+            await self._send_append(run_id, None, [], lease)  # the lease check alone, like every store
+            return []
+        after = rows[0][0] - 1
+        check_rows(run_id, after, rows)
+        head = await self._send_append(run_id, after, rows, lease)
+        if head is not None:
+            check_rows(run_id, head, rows)  # the head moved: raises JournalOrderViolation, nothing was written
+        self._appends.saw_head(run_id, rows[-1][0])
+        return [seq for seq, _ in rows]
 
     async def _send_append(
         self, run_id: str, head: int | None, rows: list[tuple[int, str]], lease: Lease | None
@@ -244,13 +268,16 @@ class PostgresStore(PostgresQueue):
 
     # -- reads, meta, blobs, effects -------------------------------------------------------------
     async def load(self, run_id: str) -> list[JournalEntry]:
-        rows = await self._fetch("load", (run_id,))
+        rows: list[tuple[Any, ...]] | None = self._prefetched.rows(run_id)
+        if rows is None:
+            rows = await self._fetch("load", (run_id,))
         entries = decode_rows(run_id, rows, f"postgres schema {self.schema}")
         if entries:
             self._appends.saw_head(run_id, len(entries))
         return entries
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        self._prefetched.forget(meta.run_id)
         params = (meta.run_id, meta.created_at, meta.status, meta.model_dump_json(), *self._fence_args(lease))
         ((answer,),) = await self._fetch("meta_put", params)
         if answer != "ok":
@@ -258,8 +285,13 @@ class PostgresStore(PostgresQueue):
             self._reject(meta.run_id, lease, answer, "meta write")
 
     async def get_meta(self, run_id: str) -> RunMeta | None:
-        rows = await self._fetch("meta_get", (run_id,))
-        return RunMeta.model_validate_json(rows[0][0]) if rows else None
+        prefetched = self._prefetched.meta(run_id)
+        if prefetched is not None:
+            text = prefetched[0]
+        else:
+            rows = await self._fetch("meta_get", (run_id,))
+            text = rows[0][0] if rows else None
+        return RunMeta.model_validate_json(text) if text is not None else None
 
     async def list_runs(self, *, limit: int = 100, status: str | None = None) -> list[RunMeta]:
         if status is None:
@@ -269,17 +301,22 @@ class PostgresStore(PostgresQueue):
         return [RunMeta.model_validate_json(r[0]) for r in rows]
 
     async def delete(self, run_id: str) -> None:
+        self._prefetched.forget(run_id)
         await self._fetch("delete", (run_id,))
         self._appends.forget(run_id)
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
         run_id = lease.run_id if lease is not None else None
+        self._prefetched.forget_key(key)
         ((answer,),) = await self._fetch("blob_put", (key, bytes(data), run_id, *self._fence_args(lease)))
         if answer != "ok":
             assert lease is not None
             self._reject(lease.run_id, lease, answer, "blob write")
 
     async def get_blob(self, key: str) -> bytes | None:
+        prefetched = self._prefetched.blob(key)
+        if prefetched is not None:
+            return prefetched[0]
         rows = await self._fetch("blob_get", (key,))
         return bytes(rows[0][0]) if rows else None
 
@@ -293,12 +330,16 @@ class PostgresStore(PostgresQueue):
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
         check_acquire(run_id, None, owner, ttl_s, 0.0)  # validates ttl_s
         takeover: int | None = None
+        self._prefetched.forget(run_id)
+        await self._flush_release(run_id)  # our own earlier lease of the run goes first
         for _ in range(3):
-            params = (run_id, self._owner_json(owner), owner.owner_id, ttl_s, takeover)
-            ((outcome, owner_json, epoch, expires, ttl, now),) = await self._fetch("acquire", params)
+            params = (run_id, self._owner_json(owner), owner.owner_id, ttl_s, takeover, cancel_request_key(run_id))
+            rows = await self._fetch("acquire", params)
+            outcome, owner_json, epoch, expires, ttl, now = rows[0][:6]
             held = _lease(run_id, owner_json, epoch, expires, ttl)
             assert held is not None
             if outcome == "ok":
+                self._keep_reads(run_id, rows[1:])
                 return held.model_copy(update={"owner": owner})
             check_acquire(run_id, held, owner, ttl_s, now)  # raises unless the holder is provably dead here
             takeover = held.epoch
@@ -308,29 +349,43 @@ class PostgresStore(PostgresQueue):
             run_id=run_id,
         )
 
+    def _keep_reads(self, run_id: str, reads: list[tuple[Any, ...]]) -> None:
+        """Keep what the acquire read after taking the lease: journal rows ('e'), meta ('m'), cancel request ('b')."""
+        rows = [(r[6], r[7]) for r in reads if r[0] == "e"]
+        meta = next((r[7] for r in reversed(reads) if r[0] == "m"), None)
+        cancel = next((bytes(r[8]) for r in reversed(reads) if r[0] == "b"), None)
+        self._prefetched.keep(run_id, rows, meta, cancel)
+
     async def renew(self, lease: Lease) -> Lease:
         # A renewal slower than a quarter of the TTL counts as failed at once, so a driver cut off from the
         # database stops on time (a cancelled psycopg query can take seconds to give up on a dead link).
-        ((outcome, owner, epoch, expires, ttl, now),) = await self._fetch_within(
-            "renew", (lease.run_id, *self._fence_args(lease)), lease.ttl_s / 4
+        ((outcome, owner, epoch, expires, ttl, now, cancel),) = await self._fetch_within(
+            "renew", (lease.run_id, *self._fence_args(lease), cancel_request_key(lease.run_id)), lease.ttl_s / 4
         )
         held = _lease(lease.run_id, owner, epoch, expires, ttl)
         if outcome == "ok" and held is not None:
+            self._prefetched.keep_cancel(lease.run_id, None if cancel is None else bytes(cancel))
             return held
         renewed(lease, held, now)  # raises the shared "lease lost" error
         raise LeaseHeldError(f"lease lost: run '{lease.run_id}' refused the renewal of epoch {lease.epoch}.",
                              run_id=lease.run_id, epoch=lease.epoch)
 
     async def release(self, lease: Lease) -> None:
-        await self._fetch("release", (lease.run_id, lease.epoch))
+        self._prefetched.forget(lease.run_id)
+        if not self._release_at_finish(lease):
+            await self._fetch("release", (lease.run_id, lease.epoch))
 
     async def lease_of(self, run_id: str) -> Lease | None:
         """The run's current lease, live or expired (for operators and tests), or None."""
+        await self._flush_release(run_id)
         rows = await self._fetch("lease_get", (run_id,))
         return _lease(run_id, *rows[0][:4]) if rows else None
 
     async def close(self) -> None:
         await self._appends.close()
+        for run_id in list(self._releases):
+            with contextlib.suppress(StoreUnavailableError):
+                await self._flush_release(run_id)
         for task in list(self._stuck):
             task.cancel()
         if self._stuck:

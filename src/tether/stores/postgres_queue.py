@@ -115,6 +115,10 @@ class PostgresQueue:
 
     def __init__(self) -> None:
         self._listener: Listener | None = None
+        self._claimed: dict[str, int] = {}
+        """Run id -> claim id of the claims this store handed out and nobody finished yet."""
+        self._releases: dict[str, int] = {}
+        """Run id -> the lease epoch whose release rides along with that run's finish."""
 
     async def _fetch(self, name: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -146,13 +150,50 @@ class PostgresQueue:
             )
         return bool(outcome == "queued")
 
+    # A driver of a claimed run releases its lease just before the worker finishes the claim, so that
+    # release is sent with the finish (one round trip, one transaction: a handed-back run is claimable
+    # the moment it is queued again). A worker that dies in between leaves the lease to expire.
+    def _release_at_finish(self, lease: Lease) -> bool:
+        """Leave the release of `lease` to its run's finish if this store holds the run's claim."""
+        if lease.run_id not in self._claimed:
+            return False
+        self._releases[lease.run_id] = lease.epoch
+        return True
+
+    async def _flush_release(self, run_id: str) -> None:
+        """Send a release that waits for a finish now (this store is about to look at or take the lease)."""
+        epoch = self._releases.pop(run_id, None)
+        if epoch is not None:
+            await self._fetch("release", (run_id, epoch))
+
+    def _letting_go(self, claim: Claim) -> int | None:
+        """Forget `claim` as held here; the lease epoch whose release goes with its finish, if any."""
+        if self._claimed.get(claim.run_id) == claim.claim_id:
+            del self._claimed[claim.run_id]
+        return self._releases.pop(claim.run_id, None)
+
+    def _held_again(self, claim: Claim, epoch: int | None) -> None:
+        """A finish that failed: the claim is still held here, and the release still waits for it."""
+        self._claimed.setdefault(claim.run_id, claim.claim_id)
+        if epoch is not None:
+            self._releases.setdefault(claim.run_id, epoch)
+
     async def claim(self, request: ClaimRequest) -> list[Claim]:
         caps = [request.limits.get(q) for q in request.queues]
-        params = (request.worker, request.queues, caps, request.workflows, request.limit, request.ttl_s)
+        done = [(f, self._letting_go(f.claim)) for f in request.finished]
+        params = (
+            request.worker, request.queues, caps, request.workflows, request.limit, request.ttl_s,
+            [f.claim.run_id for f, _ in done], [f.claim.claim_id for f, _ in done], [f.state for f, _ in done],
+            [f.error for f, _ in done], [epoch for _, epoch in done],
+        )
+        try:
+            answer = await self._fetch("claim", params)
+        except BaseException:
+            for f, epoch in done:
+                self._held_again(f.claim, epoch)
+            raise
         claims = []
-        for run_id, queue, workflow, claim_id, deadline, attempts, takeover, meta in await self._fetch(
-            "claim", params
-        ):
+        for run_id, queue, workflow, claim_id, deadline, attempts, takeover, meta in answer:
             args = RunMeta.model_validate_json(meta).args if meta is not None else None
             claims.append(
                 Claim(
@@ -161,10 +202,16 @@ class PostgresQueue:
                     takeover=takeover,
                 )
             )
+            self._claimed[run_id] = claim_id
         return claims
 
     async def finish(self, claim: Claim, state: FinishState, error: str | None = None) -> bool:
-        ((done,),) = await self._fetch("finish", (claim.run_id, claim.claim_id, state, error))
+        epoch = self._letting_go(claim)
+        try:
+            ((done,),) = await self._fetch("finish", (claim.run_id, claim.claim_id, state, error, epoch))
+        except BaseException:
+            self._held_again(claim, epoch)
+            raise
         return bool(done)
 
     async def requeue(self, lease: Lease) -> bool:

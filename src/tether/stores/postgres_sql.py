@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS {s}.entries (
@@ -127,10 +127,13 @@ BEGIN
   RETURN 'ok';
 END $fn$""",
     # acquire: a live holder under another owner id wins, unless the caller proved it dead (p_takeover).
+    # Once taken, what a segment reads next comes back in the same round trip, read under the run's lock
+    # after the lease was written: the journal (rows 'e'), the meta ('m') and the cancel request ('b').
     f"""
 CREATE OR REPLACE FUNCTION {{s}}.acquire(p_run text, p_owner text, p_owner_id text, p_ttl double precision,
-                                         p_takeover bigint)
-RETURNS TABLE (o_outcome text, {_LEASE_COLUMNS}, o_now double precision)
+                                         p_takeover bigint, p_cancel_key text)
+RETURNS TABLE (o_outcome text, {_LEASE_COLUMNS}, o_now double precision, o_seq bigint, o_text text,
+               o_data bytea)
 LANGUAGE plpgsql AS $fn$
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext(p_run));
@@ -146,11 +149,21 @@ BEGIN
     ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, epoch = EXCLUDED.epoch,
     expires_at = EXCLUDED.expires_at, ttl_s = EXCLUDED.ttl_s;
   o_outcome := 'ok'; RETURN NEXT;
+  RETURN QUERY SELECT 'e'::text, NULL::text, NULL::bigint, NULL::float8, NULL::float8, NULL::float8, e.seq, e.json,
+                      NULL::bytea
+    FROM {{s}}.entries e WHERE e.run_id = p_run ORDER BY e.seq;
+  RETURN QUERY SELECT 'm'::text, NULL::text, NULL::bigint, NULL::float8, NULL::float8, NULL::float8, NULL::bigint,
+                      m.json, NULL::bytea
+    FROM {{s}}.meta m WHERE m.run_id = p_run;
+  RETURN QUERY SELECT 'b'::text, NULL::text, NULL::bigint, NULL::float8, NULL::float8, NULL::float8, NULL::bigint,
+                      NULL::text, b.data
+    FROM {{s}}.blobs b WHERE b.key = p_cancel_key;
 END $fn$""",
-    # renew: the row update is atomic, so no advisory lock; a stale epoch finds no row.
+    # renew: the row update is atomic, so no advisory lock; a stale epoch finds no row. A renewal also
+    # answers the run's cancel request (the renewal loop reads it next).
     f"""
-CREATE OR REPLACE FUNCTION {{s}}.renew(p_run text, p_epoch bigint, p_owner text)
-RETURNS TABLE (o_outcome text, {_LEASE_COLUMNS}, o_now double precision)
+CREATE OR REPLACE FUNCTION {{s}}.renew(p_run text, p_epoch bigint, p_owner text, p_cancel_key text)
+RETURNS TABLE (o_outcome text, {_LEASE_COLUMNS}, o_now double precision, o_data bytea)
 LANGUAGE plpgsql AS $fn$
 BEGIN
   {_NOW}
@@ -158,6 +171,7 @@ BEGIN
     WHERE l.run_id = p_run AND l.epoch = p_epoch AND l.owner = p_owner
     RETURNING l.owner, l.epoch, l.expires_at, l.ttl_s INTO o_owner, o_epoch, o_expires, o_ttl;
   IF FOUND THEN
+    SELECT b.data INTO o_data FROM {{s}}.blobs b WHERE b.key = p_cancel_key;
     o_outcome := 'ok'; RETURN NEXT; RETURN;
   END IF;{_READ_LEASE}
   o_outcome := 'lost'; RETURN NEXT;
@@ -214,10 +228,12 @@ BEGIN
   PERFORM pg_notify({channel}, 'q:' || p_queue);
   RETURN 'queued';
 END $fn$""",
-    # claim: lapsed claims first (takeovers), then new work per queue; capped queues count under a lock.
+    # claim: first let go of the worker's finished claims (`p_done*`, as `finish` does), then lapsed claims
+    # (takeovers), then new work per queue; capped queues count under a lock.
     """
 CREATE OR REPLACE FUNCTION {s}.claim(p_worker text, p_queues text[], p_caps integer[], p_workflows text[],
-                                     p_limit integer, p_ttl double precision)
+                                     p_limit integer, p_ttl double precision, p_done text[], p_done_claims bigint[],
+                                     p_done_states text[], p_done_errors text[], p_done_epochs bigint[])
 RETURNS TABLE (o_run text, o_queue text, o_workflow text, o_claim bigint, o_deadline double precision,
                o_attempts integer, o_takeover boolean, o_meta text)
 LANGUAGE plpgsql AS $fn$
@@ -227,6 +243,9 @@ DECLARE
   free integer;
   r record;
 BEGIN
+  FOR i IN 1 .. COALESCE(array_length(p_done, 1), 0) LOOP
+    PERFORM {s}.finish(p_done[i], p_done_claims[i], p_done_states[i], p_done_errors[i], p_done_epochs[i]);
+  END LOOP;
   FOR r IN
     SELECT c.run_id FROM {s}.queue c
      WHERE c.state = 'claimed' AND c.claimed_until < t AND c.queue = ANY (p_queues)
@@ -273,19 +292,26 @@ BEGIN
     END LOOP;
   END LOOP;
 END $fn$""",
-    # finish: only the current claim may report; handing back re-queues and wakes the queue.
+    # finish: only the current claim may report; handing back re-queues and wakes the queue. `p_epoch` is
+    # the driver's lease, released here (whatever became of the claim) when its release was left to the finish.
     """
-CREATE OR REPLACE FUNCTION {s}.finish(p_run text, p_claim bigint, p_state text, p_error text)
+CREATE OR REPLACE FUNCTION {s}.finish(p_run text, p_claim bigint, p_state text, p_error text, p_epoch bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $fn$
 DECLARE
   q text;
 BEGIN
+  IF p_epoch IS NOT NULL THEN
+    DELETE FROM {s}.leases WHERE run_id = p_run AND epoch = p_epoch;
+  END IF;
   UPDATE {s}.queue c SET state = p_state, claimed_until = NULL, error = p_error,
          finished_at = extract(epoch FROM clock_timestamp())
    WHERE c.run_id = p_run AND c.claim_id = p_claim AND c.state = 'claimed'
    RETURNING c.queue INTO q;
   IF NOT FOUND THEN
+    IF p_epoch IS NOT NULL THEN  -- the claim moved on (a re-queue): the released run may be claimable now
+      PERFORM pg_notify({channel}, 'q:' || c.queue) FROM {s}.queue c WHERE c.run_id = p_run AND c.state = 'queued';
+    END IF;
     RETURN false;
   END IF;
   IF p_state = 'queued' THEN
@@ -354,8 +380,8 @@ def statements(schema: str) -> dict[str, str]:
         "blob_get": f"SELECT data FROM {s}.blobs WHERE key = %s",
         "effect_put": f"INSERT INTO {s}.effects (run_id, json) VALUES (%s, %s)",
         "effect_load": f"SELECT json FROM {s}.effects WHERE run_id = %s ORDER BY id",
-        "acquire": f"SELECT * FROM {s}.acquire(%s::text, %s::text, %s::text, %s::float8, %s::bigint)",
-        "renew": f"SELECT * FROM {s}.renew(%s::text, {lease_args})",
+        "acquire": f"SELECT * FROM {s}.acquire(%s::text, %s::text, %s::text, %s::float8, %s::bigint, %s::text)",
+        "renew": f"SELECT * FROM {s}.renew(%s::text, {lease_args}, %s::text)",
         "release": f"SELECT {s}.release(%s::text, %s::bigint)",
         "lease_get": f"SELECT owner, epoch, expires_at, ttl_s, extract(epoch FROM clock_timestamp())"
         f" FROM {s}.leases WHERE run_id = %s",
@@ -363,8 +389,8 @@ def statements(schema: str) -> dict[str, str]:
         "enqueue": f"SELECT {s}.enqueue(%s::text, %s::text, %s::integer, %s::text, %s::float8, %s::float8,"
         f" %s::text, %s::text)",
         "claim": f"SELECT * FROM {s}.claim(%s::text, %s::text[], %s::integer[], %s::text[], %s::integer,"
-        f" %s::float8)",
-        "finish": f"SELECT {s}.finish(%s::text, %s::bigint, %s::text, %s::text)",
+        f" %s::float8, %s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint[])",
+        "finish": f"SELECT {s}.finish(%s::text, %s::bigint, %s::text, %s::text, %s::bigint)",
         "requeue": f"SELECT * FROM {s}.requeue(%s::text, {lease_args})",
         "queue_get": f"SELECT run_id, queue, workflow, priority, state, enqueued_at, claim_id, claimed_by,"
         f" attempts, error FROM {s}.queue WHERE run_id = %s",

@@ -3,9 +3,10 @@
 A worker holds up to `concurrency` runs at once. It claims when it has room and is woken by the
 store's notifications (polling every `poll_s` as the fallback, which is also how lapsed claims of
 dead workers are found). Each run is `engine.start(...)` of its id, so it resumes from the journal
-under the run's lease; when it settles the worker reports the claim done (or suspended). Stopping
-stops claiming, lets runs finish for `grace_s`, then hands the rest back: their leases are released
-and they are queued again, so another worker resumes them at once.
+under the run's lease; when it settles the worker reports the claim done (or suspended) with its
+next claim, in the same round trip. Stopping stops claiming, lets runs finish for `grace_s`, then
+hands the rest back: their leases are released and they are queued again, so another worker
+resumes them at once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tether.contracts.errors import (
     TetherError,
 )
 from tether.contracts.protocols import QueueStore, Wakeups
-from tether.contracts.queue import DEFAULT_QUEUE, Claim, ClaimRequest, FinishState, queue_topic
+from tether.contracts.queue import DEFAULT_QUEUE, Claim, ClaimRequest, Finished, FinishState, queue_topic
 from tether.engine.queue import queue_store
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class Worker:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._handles: dict[str, RunHandle] = {}
         self._freed = asyncio.Event()
+        self._finished: list[Finished] = []
+        """Claims let go of since the last claim round trip, reported with the next one."""
         self._handing_back = False
         self._turn = 0
 
@@ -106,19 +109,24 @@ class Worker:
                 wakeups.clear()
                 self._freed.clear()
                 room = self.concurrency - len(self._tasks)
-                if room > 0:
+                if room > 0 or self._finished:
                     claims = await self._claim(store, room)
                     for claim in claims:
-                        self._start(store, claim)
+                        self._start(claim)
                     if len(claims) == room:
                         continue  # there may be more: claim again as soon as there is room
                 await self._idle(wakeups, stop)
         finally:
             wakeups.close()
-            await self._shutdown()
+            await self._shutdown(store)
         return self.stats
 
     async def _claim(self, store: QueueStore, room: int) -> list[Claim]:
+        """Report the finished claims and claim up to `room` runs, in one round trip."""
+        finished, self._finished = self._finished, []
+        if room <= 0:
+            await self._report(store, finished)
+            return []
         turn = self._turn % len(self.queues)  # rotate, so a busy first queue never starves the others
         self._turn += 1
         order = self.queues[turn:] + self.queues[:turn]
@@ -129,12 +137,22 @@ class Worker:
             limit=room,
             ttl_s=self.engine.lease_ttl_s,
             limits={q: self.engine.queues[q] for q in order if q in self.engine.queues},
+            finished=finished,
         )
         try:
             return await store.claim(request)
         except StoreUnavailableError as exc:
+            self._finished = finished + self._finished  # reported with the next claim
             self._log(f"worker {self.id}: claim failed, will retry: {exc.message}")
             return []
+
+    async def _report(self, store: QueueStore, finished: list[Finished]) -> None:
+        """Let go of claims on their own (no room to claim, or shutting down)."""
+        for f in finished:
+            try:
+                await store.finish(f.claim, f.state, f.error)
+            except TetherError as exc:
+                self._log(f"run {f.claim.run_id}: could not report {f.state} ({exc.message}); its claim lapses instead")
 
     async def _idle(self, wakeups: Wakeups, stop: asyncio.Event) -> None:
         """Until new work is announced, a run frees a slot, `stop` is set, or the poll interval passes."""
@@ -150,13 +168,13 @@ class Worker:
                 w.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
 
-    def _start(self, store: QueueStore, claim: Claim) -> None:
+    def _start(self, claim: Claim) -> None:
         self.stats.claimed += 1
         self.stats.takeovers += claim.takeover
-        task = asyncio.get_running_loop().create_task(self._drive(store, claim))
+        task = asyncio.get_running_loop().create_task(self._drive(claim))
         self._tasks[claim.run_id] = task
 
-    async def _drive(self, store: QueueStore, claim: Claim) -> None:
+    async def _drive(self, claim: Claim) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
         how = "taken over" if claim.takeover else "claimed"
@@ -194,15 +212,11 @@ class Worker:
             self._log(f"run {claim.run_id}: failed: {error}")
         finally:
             self._handles.pop(claim.run_id, None)
-        try:
-            await store.finish(claim, state, error)
-        except TetherError as exc:
-            self._log(f"run {claim.run_id}: could not report {state} ({exc.message}); its claim lapses instead")
-        finally:
+            self._finished.append(Finished(claim=claim, state=state, error=error))
             self._tasks.pop(claim.run_id, None)
             self._freed.set()
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, store: QueueStore) -> None:
         """Stop claiming (the caller did), let runs finish for `grace_s`, hand the rest back, wait for all."""
         tasks = list(self._tasks.values())
         if tasks and self.grace_s > 0:
@@ -214,4 +228,6 @@ class Worker:
         for handle in list(self._handles.values()):
             handle.hand_back("worker shutting down")
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        finished, self._finished = self._finished, []
+        await self._report(store, finished)
         self._log(f"worker {self.id}: stopped ({self.stats})")
