@@ -650,3 +650,31 @@ async def test_a_run_learns_the_input_a_model_bills_beyond_the_estimate_and_a_re
     est = second.value["est_input"] + 900  # the second clamp priced the estimate plus what was learned
     assert asked[-1] == affordable_output_tokens(PRICE, est, budget - first_cost)
     assert second.value["worst_usd"] == pytest.approx((est * PRICE.input + asked[-1] * PRICE.output) / 1e6)
+
+
+async def test_a_resolution_waits_for_a_driver_that_is_letting_the_lease_go(tmp_path: Path) -> None:
+    from tether.stores.leases import current_owner
+
+    url = f"sqlite:///{tmp_path}/t.db"
+    engine = engine_on(url, priced())
+
+    @tether.workflow(name="w")
+    async def w(ctx: tether.Ctx) -> Any:
+        return await ctx.await_external("go")
+
+    assert (await engine.run(w, run_id="r")).status == "suspended"
+    other = open_store(url)
+    held = await other.acquire("r", current_owner("a worker about to hand back"), 30.0)  # type: ignore[attr-defined]
+
+    async def hand_back() -> None:
+        await asyncio.sleep(0.3)
+        await other.release(held)  # type: ignore[attr-defined]
+
+    releasing = asyncio.create_task(hand_back())
+    started = time.monotonic()
+    assert await engine.resolve_external("r", "go", "yes")  # no LeaseHeldError: it waited for the release
+    assert 0.25 < time.monotonic() - started < 5.0
+    await releasing
+    assert (await engine.resume("r", w)).value == "yes"
+    await other.close()
+    await engine.close()

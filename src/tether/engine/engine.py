@@ -40,6 +40,8 @@ from tether.tools.definition import Tool
 from tether.tools.permissions import Permissions
 
 DEFAULT_STORE = "sqlite:///.tether/tether.db"
+CLOSE_PATIENCE_S = 5.0
+"""How long `resolve_external` / `abandon` wait for the lease of a run whose driver is letting it go."""
 CancelResult = Literal["cancelled", "requested"]
 """`engine.cancel`: settled `cancelled` now, or a request the driving process honours at its next renewal."""
 STORE_SCHEMES = ("memory://", "jsonl://", "sqlite://", "postgresql://", "postgres://")
@@ -434,7 +436,10 @@ class Engine:
 
     async def _close(self, run_id: str, kind: str, target_ref: str | int, value: Any) -> bool:
         store = await self.store()
-        keeper = LeaseKeeper(store, run_id, self.lease_ttl_s) if isinstance(store, LeasableStore) else None
+        # A run that just settled may still be handing its lease back (a worker releases it with its next
+        # claim): wait a few seconds for it rather than refusing the resolution at once.
+        keeper = (LeaseKeeper(store, run_id, self.lease_ttl_s, patience_s=CLOSE_PATIENCE_S)
+                  if isinstance(store, LeasableStore) else None)
         async with keeper if keeper is not None else contextlib.nullcontext():
             entries = await store.load(run_id)  # read under the lease: this is the head we append after
             if not entries:

@@ -46,10 +46,12 @@ def _reason(data: bytes) -> str:
 class LeaseKeeper:
     """`async with LeaseKeeper(store, run_id, ttl_s) as lease:` holds the run for one segment."""
 
-    def __init__(self, store: LeasableStore, run_id: str, ttl_s: float) -> None:
+    def __init__(self, store: LeasableStore, run_id: str, ttl_s: float, *, patience_s: float = 0.0) -> None:
+        """`patience_s`: how long to keep asking while another holder has the lease (0: refuse at once)."""
         self.store = store
         self.run_id = run_id
         self.ttl_s = ttl_s
+        self.patience_s = patience_s
         self.lease: Lease | None = None
         self.lost: TetherError | None = None
         self._on_lost: LostListener | None = None
@@ -59,7 +61,16 @@ class LeaseKeeper:
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Lease:
-        self.lease = await self.store.acquire(self.run_id, current_owner(), self.ttl_s)
+        owner, deadline, wait = current_owner(), time.monotonic() + self.patience_s, 0.02
+        while True:
+            try:
+                self.lease = await self.store.acquire(self.run_id, owner, self.ttl_s)
+                break
+            except LeaseHeldError:
+                if time.monotonic() + wait > deadline:
+                    raise
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 0.5)
         self._renewed_at = time.monotonic()
         self._cancel_seen = await self._cancel_request()  # a request older than this segment is not for it
         self._task = asyncio.create_task(self._keep())
