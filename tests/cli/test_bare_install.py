@@ -15,6 +15,8 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 OFFLINE = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "ALL_PROXY": "http://127.0.0.1:9"}
 
@@ -52,6 +54,7 @@ async def test_scripted_structured_answer(tether_engine, fake_model):
 '''
 
 
+@pytest.mark.timeout(900)  # two fresh pip installs: minutes on a busy machine, beyond the suite's 120 s default
 def test_a_bare_install_runs_the_demo_offline_and_lists_its_runs(tmp_path: Path) -> None:
     dist, venv, work = tmp_path / "dist", tmp_path / "venv", tmp_path / "work"
     work.mkdir()

@@ -148,9 +148,13 @@ async def test_a_worker_an_hour_ahead_cannot_take_a_live_lease(
                 await skewed.acquire(run_id, current_owner(), 3.0)
         finally:
             await skewed.close()
-        ahead = spawn_worker(store_url, request_log, ttl=3.0, latency=0.05, concurrency=2, clock_offset=3600)
+        # A whole worker process an hour ahead: libfaketime shifts every clock the process reads
+        # (Python's time.time, asyncio's loop clock, psycopg's), not just the one tether is given.
+        ahead = spawn_worker(store_url, request_log, ttl=3.0, latency=0.05, concurrency=2, faketime="+1h")
         with workers(ahead):
             outcome = await client.wait(run_id, timeout=60)
+        ahead_clock = float(ahead.wait_for("worker_app clock ").rsplit(" ", 1)[1])
+    assert ahead_clock - time.time() > 3000  # the shim really ran the worker an hour ahead
     assert outcome.status == "ok"
     assert f"run {run_id}" not in ahead.output  # the fast worker never claimed or took over the run
     assert all(v.endswith(f" by {a.proc.pid}") for v in outcome.value)

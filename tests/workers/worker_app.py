@@ -100,3 +100,4 @@ engine = tether.Engine(
     clock=clock,
     queues=_caps(),
 )
+print(f"worker_app clock {clock()}", flush=True)  # what this process believes the time is (the skew test reads it)

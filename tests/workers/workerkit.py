@@ -75,8 +75,11 @@ def spawn_worker(
     caps: str = "",
     poll: float = 0.2,
     extra: tuple[str, ...] = (),
+    faketime: str | None = None,
 ) -> WorkerProcess:
-    """Start `tether worker --app worker_app:engine` and return once it printed its health line."""
+    """Start `tether worker --app worker_app:engine` and return once it printed its health line.
+
+    `faketime` (e.g. "+1h") runs the process under libfaketime, so every clock it reads is shifted."""
     env = {
         **os.environ,
         "PYTHONPATH": f"{SRC}{os.pathsep}{HERE}",
@@ -88,6 +91,8 @@ def spawn_worker(
         "WORKER_CAPS": caps,
     }
     env.pop("TETHER_STORE", None)
+    if faketime is not None:
+        env |= {"LD_PRELOAD": libfaketime(), "FAKETIME": faketime, "FAKETIME_DONT_RESET": "1"}
     argv = [
         sys.executable, "-c", "from tether.cli.main import main; main()", "worker", "--app", "worker_app:engine",
         "--concurrency", str(concurrency), "--poll", str(poll), *extra,
@@ -101,6 +106,16 @@ def spawn_worker(
     threading.Thread(target=worker._pump, daemon=True).start()
     worker.wait_for(" ready: ")
     return worker
+
+
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def libfaketime() -> str:
+    """The libfaketime shim (Debian `libfaketime`, installed by .ci/run); its absence fails the test."""
+    if not LIBFAKETIME.exists():
+        raise AssertionError(f"{LIBFAKETIME} is missing: apt-get install libfaketime (.ci/run installs it)")
+    return str(LIBFAKETIME)
 
 
 @contextlib.contextmanager

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+RENEW_PATIENCE_FLOOR_S = 0.25
+"""The least time a lease renewal is given before it counts as failed (see `PostgresStore.renew`)."""
 
 
 def redact(dsn: str) -> str:
@@ -357,10 +359,13 @@ class PostgresStore(PostgresQueue):
         self._prefetched.keep(run_id, rows, meta, cancel)
 
     async def renew(self, lease: Lease) -> Lease:
-        # A renewal slower than a quarter of the TTL counts as failed at once, so a driver cut off from the
+        # A renewal slower than a quarter of the TTL (never less than RENEW_PATIENCE_FLOOR_S, so a busy
+        # server is not mistaken for a dead link) counts as failed at once, so a driver cut off from the
         # database stops on time (a cancelled psycopg query can take seconds to give up on a dead link).
+        # Safety never rests on this wait: the database fences every write by its own clock.
         ((outcome, owner, epoch, expires, ttl, now, cancel),) = await self._fetch_within(
-            "renew", (lease.run_id, *self._fence_args(lease), cancel_request_key(lease.run_id)), lease.ttl_s / 4
+            "renew", (lease.run_id, *self._fence_args(lease), cancel_request_key(lease.run_id)),
+            max(lease.ttl_s / 4, RENEW_PATIENCE_FLOOR_S),
         )
         held = _lease(lease.run_id, owner, epoch, expires, ttl)
         if outcome == "ok" and held is not None:
