@@ -127,6 +127,10 @@ async def test_strict_pricing_refuses_an_unpriced_model_before_the_wire(engine_f
     out = await engine.run(one, run_id="r", strict_pricing=True)
     assert out.status == "error" and isinstance(out.error, tether.PricingError)
     assert model.calls == 0
+    entries = await engine.inspect("r")
+    running = [e for e in entries if e.kind == "agent" and e.status == "running"]
+    terminals = [e for e in entries if e.kind == "agent" and e.ref is not None]
+    assert len(running) == len(terminals) == 1 and terminals[0].status == "error"  # no entry left open
 
 
 async def test_unpriced_usage_is_itemized_never_reported_as_zero_silently(engine_for: Any) -> None:

@@ -5,6 +5,9 @@ Usage: python money_crash_child.py STORE_URL RUN_ID MODE LOG
 - `after-start`: SIGKILL itself right after the run's first meta write (before any effect is journaled).
 - `in-flight`: run until the parent SIGKILLs it; every request the fake model receives is logged to LOG
   first (one line each), so the parent can kill while a call is in flight.
+- `gated-setup`: run `gated` until it suspends on "go", then resolve it (nothing is paid yet).
+- `gated-resume`: resume `gated` (its one agent answers after 5 s); exit 3 with the message when
+  another process holds the run's lease (`LeaseHeldError`).
 - `tool-loop:N`: run (or resume) a three-turn tool loop whose turn N hangs until the parent kills it
   (N = -1: nothing hangs); LOG gets one line per request, naming its turn.
 """
@@ -72,6 +75,13 @@ async def loop3(ctx: tether.Ctx) -> Any:
     return await ctx.agent("research", tools=[lookup], est_cost=0.05, max_output_tokens=500)
 
 
+@tether.workflow(name="gated")
+async def gated(ctx: tether.Ctx) -> Any:
+    """Suspends on "go", then pays for one agent."""
+    await ctx.await_external("go")
+    return await ctx.agent("pay once", est_cost=0.02, max_output_tokens=500)
+
+
 def looping_model(log: str, hang_turn: int) -> Any:
     def script(request: Any) -> Reply:
         turn = sum(1 for m in request.messages if m.role == "assistant")
@@ -88,10 +98,26 @@ def looping_model(log: str, hang_turn: int) -> Any:
 
 def engine(url: str, log: str, latency: float, store: Any = None, hang_turn: int | None = None) -> tether.Engine:
     fake = model(log, latency) if hang_turn is None else looping_model(log, hang_turn)
-    return tether.Engine(models=[fake], routing={"loop": "fake:m"}, store=store or url, workflows=[forty, loop3])
+    return tether.Engine(models=[fake], routing={"loop": "fake:m"}, store=store or url, workflows=[forty, loop3, gated])
 
 
 async def main(url: str, run_id: str, mode: str, log: str) -> None:
+    if mode.startswith("gated-"):
+        eng = engine(url, log, 5.0)
+        try:
+            if mode == "gated-setup":
+                assert (await eng.run(gated, {}, run_id=run_id, budget_usd=1.0)).status == "suspended"
+                assert await eng.resolve_external(run_id, "go", True)
+                return
+            try:
+                out = await eng.resume(run_id)
+            except tether.LeaseHeldError as exc:
+                print(exc, flush=True)
+                raise SystemExit(3) from None
+            assert out.status == "ok", out
+        finally:
+            await eng.close()
+        return
     if mode.startswith("tool-loop:"):
         eng = engine(url, log, 0.0, hang_turn=int(mode.partition(":")[2]))
         if await eng.runs():

@@ -346,6 +346,79 @@ async def test_a_child_whose_sub_account_ran_out_is_exhausted_while_its_parent_i
     await engine.close()
 
 
+async def test_a_parent_that_lets_its_childs_refusal_escape_settles_exhausted(tmp_path: Path) -> None:
+    engine = engine_on(f"sqlite:///{tmp_path}/t.db", priced())
+
+    @tether.workflow(name="child")
+    async def child(ctx: tether.Ctx) -> int:
+        for i in range(5):
+            await ctx.agent(f"c{i}", est_cost=0.02)  # the third is refused by the child's 0.05 USD
+        return 5
+
+    @tether.workflow(name="parent")
+    async def parent(ctx: tether.Ctx) -> Any:
+        return await ctx.workflow(child, budget_fraction=0.5)
+
+    out = await engine.run(parent, run_id="r", budget_usd=0.1)
+    assert out.status == "exhausted" and isinstance(out.error, tether.BudgetExhaustedError)
+    assert out.cost.total_usd == pytest.approx(0.04)  # two agents paid; the refusal spent nothing
+    child_terminal = next(e for e in await engine.inspect("r") if e.kind == "child" and e.ref is not None)
+    assert child_terminal.status == "exhausted"
+    calls = engine.adapters["fake"].calls  # type: ignore[attr-defined]
+    again = await engine.resume("r", parent)  # the refused child re-runs; its agents and refusal replay
+    assert again.status == "exhausted" and again.cost.total_usd == out.cost.total_usd
+    assert engine.adapters["fake"].calls == calls  # type: ignore[attr-defined]
+    await engine.close()
+
+
+async def test_a_child_whose_spend_reaches_the_parents_own_ceiling_makes_the_parent_exhausted(
+    tmp_path: Path,
+) -> None:
+    engine = engine_on(f"sqlite:///{tmp_path}/t.db", priced())
+
+    @tether.workflow(name="child")
+    async def child(ctx: tether.Ctx) -> int:
+        n = 0
+        for i in range(10):
+            try:
+                await ctx.agent(f"c{i}", est_cost=0.02)
+            except tether.BudgetExhaustedError:
+                break
+            n += 1
+        return n
+
+    @tether.workflow(name="parent")
+    async def parent(ctx: tether.Ctx) -> Any:
+        return {"child": await ctx.workflow(child, budget_fraction=1.0)}  # the child may spend it all
+
+    out = await engine.run(parent, run_id="r", budget_usd=0.1)
+    assert out.status == "exhausted" and out.value == {"child": 5}  # the value is kept
+    assert out.cost.total_usd == pytest.approx(0.1)
+    await engine.close()
+
+
+async def test_a_failed_agent_in_a_settled_parallel_is_a_typed_agent_error_branch(tmp_path: Path) -> None:
+    def script(request: Any) -> Reply:
+        if "bad" in request.messages[-1].text_content:
+            return Reply(error="terminal", message="key revoked")
+        return Reply(text="fine", input_tokens=1_000, output_tokens=500)
+
+    engine = engine_on(f"sqlite:///{tmp_path}/t.db", priced(script))
+
+    @tether.workflow(name="fan")
+    async def fan(ctx: tether.Ctx) -> Any:
+        outcomes = await ctx.parallel([lambda: ctx.agent("good"), lambda: ctx.agent("bad")], settle=True)
+        return [[o.status, type(o.error).__name__, o.error.kind if isinstance(o.error, tether.AgentError) else None,
+                 o.message] for o in outcomes]
+
+    out = await engine.run(fan, run_id="r", budget_usd=1.0)
+    assert out.status == "ok"
+    (good, bad) = out.value
+    assert good == ["ok", "NoneType", None, None]
+    assert bad[:3] == ["error", "AgentError", "terminal"] and "key revoked" in bad[3]
+    await engine.close()
+
+
 # -- 5. a refusal never cancels admitted siblings ----------------------------------------------------
 
 async def test_a_budget_refusal_in_a_fail_fast_parallel_lets_paying_siblings_finish(tmp_path: Path) -> None:
@@ -578,12 +651,21 @@ async def test_a_segment_that_cannot_renew_stops_before_its_lease_expires(tmp_pa
     await engine.close()
 
 
-async def test_checkpoint_blobs_and_meta_writes_are_fenced(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store of each durable kind with leases: a SQLite file, a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/t.db"
+    dsn = request.getfixturevalue("pg_dsn")
+    return f"{dsn}?schema={request.getfixturevalue('pg_schema')}"
+
+
+async def test_checkpoint_blobs_and_meta_writes_are_fenced(store_url: str) -> None:
     from tether.stores.leases import current_owner
 
-    store = open_store(f"sqlite:///{tmp_path}/t.db")
+    store = open_store(store_url)
     old = await store.acquire("r", current_owner("a"), 0.05)  # type: ignore[attr-defined]
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.3)
     await store.acquire("r", current_owner("b"), 30.0)  # type: ignore[attr-defined]
     with pytest.raises(tether.LeaseHeldError):
         await store.put_blob("r/checkpoints/1", b"stale", old)
@@ -591,6 +673,40 @@ async def test_checkpoint_blobs_and_meta_writes_are_fenced(tmp_path: Path) -> No
         await store.put_meta(RunMeta(run_id="r", workflow="w", created_at=1.0, updated_at=1.0), old)
     assert await store.get_blob("r/checkpoints/1") is None and await store.get_meta("r") is None
     await store.close()
+
+
+def test_two_resumer_processes_one_drives_and_the_other_is_refused_at_once(store_url: str, tmp_path: Path) -> None:
+    """Two `engine.resume` calls in two processes race for one run: one pays, the other gets LeaseHeldError."""
+    log = tmp_path / "requests.log"
+
+    def child(mode: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(CHILD), store_url, "r", mode, str(log)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    setup = child("gated-setup")
+    assert setup.wait(60) == 0, setup.communicate()[0]
+    first = child("gated-resume")
+    deadline = time.monotonic() + 30
+    while not (log.exists() and log.read_text()):  # `first` holds the lease and is inside the call
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()[0]
+        time.sleep(0.02)
+    second = child("gated-resume")
+    assert second.wait(30) == 3, second.communicate()[0]  # exit 3: LeaseHeldError
+    assert first.poll() is None  # refused at once, while the other was still inside its 5 s call
+    assert first.wait(60) == 0, first.communicate()[0]
+    assert "lease held" in (second.stdout.read() if second.stdout else "")
+    assert log.read_text().splitlines() == ["pay once"]  # the provider saw the call exactly once
+    entries = asyncio.run(_inspect(store_url, "r"))
+    assert len([e for e in entries if e.kind == "agent" and e.ref is not None]) == 1
+    assert settles(entries) == ["suspended", "ok"]
+
+
+async def _inspect(url: str, run_id: str) -> list[JournalEntry]:
+    store = open_store(url)
+    try:
+        return await store.load(run_id)
+    finally:
+        await store.close()
 
 
 @pytest.mark.parametrize("tools", [[], [ToolCall("noop", {})]])

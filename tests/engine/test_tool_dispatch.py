@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import tether
 from tether.contracts.messages import ChatRequest
 from tether.testing import Reply, ToolCall
@@ -168,4 +170,35 @@ async def test_sync_tools_run_off_the_loop_thread_and_every_call_is_ledgered(tmp
     rows = await engine.effect_ledger("once")
     assert [(r.tool, r.executor, r.outcome) for r in rows] == [("where", "inprocess", "ok"), ("refuse", "inprocess", "error")]
     assert all(r.idempotency_key and r.attempt_id and r.duration_ms is not None for r in rows)
+    await engine.close()
+
+
+async def test_a_sync_tool_blocking_past_the_lease_ttl_keeps_the_lease(tmp_path: Path) -> None:
+    """The tool runs off the loop, so renewals continue: nobody can take the run while it blocks."""
+    from tether.stores import open_store
+    from tether.stores.leases import current_owner
+
+    url = f"sqlite:///{tmp_path}/t.db"
+    blocking = tether.tool(sleep_for)
+    model = tether.models.fake("fake", script=script([ToolCall("sleep_for", {"seconds": 2.0})]))
+    engine = tether.Engine(models=[model], routing={"loop": "fake:m"}, store=url, lease_ttl_s=0.6)
+
+    @tether.workflow
+    async def one(ctx: tether.Ctx) -> Any:
+        return await ctx.agent("use tools", tools=[blocking])
+
+    handle = engine.start(one, run_id="r")
+    started = asyncio.Event()
+    handle.on("tool:start", lambda e: started.set())
+    await asyncio.wait_for(started.wait(), 10)
+    rival = open_store(url)
+    try:
+        for _ in range(3):  # across more than two TTLs of the tool's 2 s block
+            await asyncio.sleep(0.45)
+            with pytest.raises(tether.LeaseHeldError):
+                await rival.acquire("r", current_owner("rival"), 30.0)  # type: ignore[attr-defined]
+    finally:
+        await rival.close()
+    out = await handle
+    assert out.status == "ok" and out.value == "slept 2.0"
     await engine.close()
