@@ -75,24 +75,38 @@ async def move_to_default(pg_dsn: str, schema: str, run_id: str) -> float:
     return await asyncio.to_thread(update)
 
 
+async def queue_state(client: tether.Engine, run_id: str) -> str | None:
+    entry = await (await client.store()).queue_entry(run_id)  # type: ignore[attr-defined]
+    return None if entry is None else str(entry.state)
+
+
+async def until_idle(client: tether.Engine, run_id: str) -> None:
+    """Until the worker has reported `run_id` done: that claim round trip was its last before it idles."""
+    deadline = time.monotonic() + 30
+    while await queue_state(client, run_id) != "done":
+        assert time.monotonic() < deadline, f"{run_id} was never reported done"
+        await asyncio.sleep(0.05)
+
+
 async def test_a_run_queued_without_a_notification_is_started_by_the_poll(
     client: tether.Engine, store_url: str, pg_dsn: str, pg_schema: str, request_log: Path
 ) -> None:
-    # Control: a worker that polls every 30 s is not woken by this path (no NOTIFY reaches it).
+    # Control: a worker that polls every 30 s, idle, is not woken by this path (no NOTIFY reaches it).
     deaf = spawn_worker(store_url, request_log, poll=30.0)
     with workers(deaf):
+        await client.wait(await client.enqueue(worker_app.stamp, run_id="announced"), timeout=30)
+        await until_idle(client, "announced")  # its claims are done: only a wake-up or the poll claims again
         await client.enqueue(worker_app.stamp, run_id="unannounced-1", queue="parked")  # notifies `parked` only
         await move_to_default(pg_dsn, pg_schema, "unannounced-1")
         await asyncio.sleep(2.0)
-        entry = await (await client.store()).queue_entry("unannounced-1")  # type: ignore[attr-defined]
-        assert entry is not None and entry.state == "queued", entry  # still waiting for the next poll
+        assert await queue_state(client, "unannounced-1") == "queued"  # still waiting for the next poll
     assert "unannounced-1" not in deaf.output
 
     poll = 1.0
     w = spawn_worker(store_url, request_log, poll=poll)
     with workers(w):
         first = await client.wait("unannounced-1", timeout=30)  # claimed by the new worker's first claim
-        await asyncio.sleep(0.3)
+        await until_idle(client, "unannounced-1")
         await client.enqueue(worker_app.stamp, run_id="unannounced-2", queue="parked")
         moved_at = await move_to_default(pg_dsn, pg_schema, "unannounced-2")
         second = await client.wait("unannounced-2", timeout=30)
