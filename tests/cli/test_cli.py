@@ -236,3 +236,37 @@ def test_version_help_and_debug(appdir: AppDir) -> None:
 def test_the_demo_prints_json(tmp_path: Path, appdir: AppDir) -> None:
     doc: Any = appdir.json("demo", "--store", f"sqlite:///{tmp_path}/demo.db")
     assert doc["status"] == "ok" and doc["child_exit"] == -9 and doc["replay"]["hits"] >= 3
+
+
+NO_STORE_APP = '''
+import tether
+from flows import fake, panel
+
+engine = tether.Engine(models=[fake], routing={"loop": "fake:m"}, workflows=[panel])  # names no store
+'''
+
+
+def test_tether_store_is_the_store_of_an_engine_that_names_none_and_never_overrides_one_that_does(
+    appdir: AppDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (appdir.path / "nostore.py").write_text(NO_STORE_APP)
+    env_store = f"sqlite:///{appdir.path}/env.db"
+    monkeypatch.setenv("TETHER_STORE", env_store)
+    args = ("--args", '{"question": "q"}')
+
+    by_module: Any = appdir.json("run", "nostore:panel", "--run-id", "m1", *args)  # MODULE's engine
+    by_app: Any = appdir.json("run", "flows:panel", "--app", "nostore:engine", "--run-id", "a1", *args)  # --app
+    named: Any = appdir.json("run", "flows:panel", "--run-id", "n1", *args)  # flows' engine names FLOWS_STORE
+    assert [by_module["status"], by_app["status"], named["status"]] == ["ok", "ok", "ok"]
+    assert sorted(r["run_id"] for r in appdir.json("runs")) == ["a1", "m1"]  # type: ignore[union-attr]
+    assert [r["run_id"] for r in appdir.json("runs", "--store", appdir.store)] == ["n1"]  # type: ignore[union-attr]
+    assert not (appdir.path / ".tether").exists()  # the default store was never the one in force
+
+    # A resume resolves the same way, so it finds the run where the run went.
+    again: Any = appdir.json("resume", "a1", "--app", "nostore:engine")
+    assert again["status"] == "ok" and again["replay"]["hits"] >= 2
+
+    # --store wins over both.
+    flag = f"sqlite:///{appdir.path}/flag.db"
+    moved: Any = appdir.json("run", "nostore:panel", "--run-id", "f1", "--store", flag, *args)
+    assert moved["status"] == "ok" and [r["run_id"] for r in appdir.json("runs", "--store", flag)] == ["f1"]  # type: ignore[union-attr]

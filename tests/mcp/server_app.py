@@ -20,7 +20,16 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ImageContent, TextContent, ToolAnnotations
+from mcp_types import (
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 
 IDEMPOTENCY_META = "tether/idempotency-key"
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 24).decode()
@@ -28,9 +37,9 @@ PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 24).decode()
 server = MCPServer("tether-test", version="1.0")
 
 
-def _record(tool: str, ctx: Context) -> dict[str, Any]:
+def _record(tool: str, ctx: Context, **extra: Any) -> dict[str, Any]:
     meta = dict(ctx.request_context.meta or {})
-    row = {"tool": tool, "key": meta.get(IDEMPOTENCY_META), "pid": os.getpid()}
+    row = {"tool": tool, "key": meta.get(IDEMPOTENCY_META), "pid": os.getpid(), **extra}
     path = os.environ.get("TETHER_TEST_CALLS")
     if path:
         with open(path, "a") as f:
@@ -93,6 +102,44 @@ def delete_item(name: str, ctx: Context) -> str:
 def picture(ctx: Context) -> list[TextContent | ImageContent]:
     _record("picture", ctx)
     return [TextContent(type="text", text="a tiny png"), ImageContent(type="image", data=PIXEL, mimeType="image/png")]
+
+
+@server.tool(description="Structured content only: the weather as JSON, no text block.",
+             annotations=ToolAnnotations(read_only_hint=True))
+def weather(city: str, ctx: Context) -> CallToolResult:
+    _record("weather", ctx)
+    return CallToolResult(content=[], structured_content={"city": city, "celsius": 21.5, "sky": "clear"})
+
+
+@server.tool(description="A report as resources: an embedded text file, an embedded binary file and a link.",
+             annotations=ToolAnnotations(read_only_hint=True))
+def report(ctx: Context) -> list[TextContent | EmbeddedResource | ResourceLink]:
+    _record("report", ctx)
+    notes = TextResourceContents(uri="file:///reports/notes.txt", mime_type="text/plain", text="disk at 91%")
+    blob = BlobResourceContents(uri="file:///reports/chart.png", mime_type="image/png", blob=PIXEL)
+    return [
+        TextContent(type="text", text="the nightly report"),
+        EmbeddedResource(type="resource", resource=notes),
+        EmbeddedResource(type="resource", resource=blob),
+        ResourceLink(type="resource_link", uri="file:///reports/full.pdf", name="full report", mime_type="application/pdf"),
+    ]
+
+
+@server.tool(description="Read-only: wait some seconds; the call row records when it started and ended.",
+             annotations=ToolAnnotations(read_only_hint=True))
+async def timed_read(label: str, seconds: float, ctx: Context) -> str:
+    started = time.time()
+    await anyio.sleep(seconds)
+    _record("timed_read", ctx, label=label, started=started, ended=time.time())
+    return f"{label} done"
+
+
+@server.tool(description="Not read-only: wait some seconds; the call row records when it started and ended.")
+async def timed_write(label: str, seconds: float, ctx: Context) -> str:
+    started = time.time()
+    await anyio.sleep(seconds)
+    _record("timed_write", ctx, label=label, started=started, ended=time.time())
+    return f"{label} written"
 
 
 def main() -> None:

@@ -1,13 +1,16 @@
 """The inspector end to end: uvicorn on a free port, Debian's headless Chromium driven by Playwright.
 
-Screenshots land in the test's tmp dir; with TETHER_SCREENSHOTS_DIR set (e.g. docs/img) they are
-copied there too, which is how docs/img/inspector*.png are made.
+Screenshots land in the artifact directory, `$TETHER_ARTIFACTS_DIR/inspector/` (default
+`test-artifacts/inspector/` at the repository root, gitignored), where CI keeps them; with
+TETHER_SCREENSHOTS_DIR set (e.g. docs/img) they are copied there too, which is how
+docs/img/inspector*.png are made.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import socket
@@ -30,6 +33,13 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 WIDE = {"width": 1280, "height": 800}
 NARROW = {"width": 390, "height": 844}
 TIMEOUT_MS = 30_000
+REPO = Path(__file__).resolve().parents[2]
+
+
+def artifacts_dir() -> Path:
+    """Where screenshots are kept for CI: `$TETHER_ARTIFACTS_DIR/inspector`, else `test-artifacts/inspector`."""
+    root = os.environ.get("TETHER_ARTIFACTS_DIR") or str(REPO / "test-artifacts")
+    return Path(root) / "inspector"
 
 
 @pytest.fixture
@@ -62,9 +72,9 @@ def browser() -> Iterator[Browser]:
         b.close()
 
 
-def shoot(page: Page, tmp_path: Path, name: str, *, full_page: bool = False) -> Path:
-    path = tmp_path / "screens" / name
-    path.parent.mkdir(exist_ok=True)
+def shoot(page: Page, name: str, *, full_page: bool = False) -> Path:
+    path = artifacts_dir() / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=full_page)
     target = os.environ.get("TETHER_SCREENSHOTS_DIR")
     if target:
@@ -81,6 +91,29 @@ def watch_errors(page: Page) -> list[str]:
     return errors
 
 
+def get(base: str, path: str) -> dict[str, object]:
+    with urllib.request.urlopen(base + path, timeout=30) as resp:
+        out: dict[str, object] = json.loads(resp.read())
+        return out
+
+
+def js_usd(v: float) -> str:
+    """The inspector's `usd()` (app.js): two significant decimals below a dollar, at least two places."""
+    if v == 0:
+        return "$0.00"
+    digits = 2 if abs(v) >= 1 else min(8, max(2, 2 - math.floor(math.log10(abs(v)))))
+    return f"${v:.{digits}f}"
+
+
+def js_dur(sec: float) -> str:
+    """The inspector's `dur()` (app.js)."""
+    if sec < 1:
+        return f"{math.floor(sec * 1000 + 0.5)} ms"
+    if sec < 60:
+        return f"{sec:.{2 if sec < 10 else 1}f} s"
+    return f"{math.floor(sec / 60)}m {math.floor(sec % 60 + 0.5):02d}s"
+
+
 def post(base: str, path: str, body: dict[str, object]) -> dict[str, object]:
     req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
@@ -89,9 +122,7 @@ def post(base: str, path: str, body: dict[str, object]) -> dict[str, object]:
         return out
 
 
-def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(
-    server: str, browser: Browser, tmp_path: Path
-) -> None:
+def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(server: str, browser: Browser) -> None:
     page = browser.new_page(viewport=WIDE)
     errors = watch_errors(page)
     page.goto(server + "/")
@@ -99,6 +130,18 @@ def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(
     expect(row).to_have_attribute("data-status", "ok", timeout=TIMEOUT_MS)
     expect(row).to_contain_text("$0.0910")
     expect(row).to_contain_text("/ $0.250")
+    (listed,) = get(server, "/api/runs")["runs"]  # type: ignore[misc]
+    assert listed["run_id"] == "research-1" and listed["duration_s"] > 1  # the stepping clock spread it
+    cells = row.locator("td")
+    expect(cells).to_have_count(6)
+    expect(cells.nth(4)).to_have_text(js_dur(listed["duration_s"]))  # Duration
+    started = cells.nth(3)  # Started: relative to now, the exact time in its title
+    before = time.time() - listed["created_at"]
+    started_text = started.inner_text()
+    after = time.time() - listed["created_at"]
+    assert started_text in {f"{math.floor(d / 60 + 0.5)} min ago" for d in (before, after)}, started_text
+    exact = page.evaluate("ts => new Date(ts * 1000).toLocaleString()", listed["created_at"])
+    assert exact and started.get_attribute("title") == exact
     page.locator("button[data-filter='suspended']").click()
     expect(page.locator("[data-testid=run-list]")).to_contain_text("No suspended runs.")
     page.locator("button[data-filter='all']").click()
@@ -111,6 +154,14 @@ def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(
     expect(planner.locator(".refused")).to_have_text("refused: agents")
     expect(page.locator("[data-testid=agent-node][data-status='ok']")).to_have_count(5)
     expect(nodes.filter(has_text="collect benchmark numbers")).to_contain_text("4,000 tok")
+    agents = get(server, "/api/runs/research-1/tree")["agents"]
+    assert isinstance(agents, list) and len(agents) == 5
+    assert len({a["cost_usd"] for a in agents}) == 5 and all(a["cost_usd"] > 0 for a in agents)
+    for agent in agents:  # each node shows its own cost (and tokens), not its parent's or the run's
+        meta = page.locator(f"[data-testid=agent-node][data-agent-id='{agent['agent_id']}'] > .meta")
+        expect(meta.locator("[title=cost]")).to_have_text(js_usd(agent["cost_usd"]))
+        expect(meta).to_contain_text(f"{agent['tokens']:,} tok")
+    assert sum(a["cost_usd"] for a in agents) == pytest.approx(listed["spent_usd"])
     chart = page.locator("[data-testid=spend-chart] svg")
     expect(chart).to_have_attribute("data-points", "5")
     expect(page.locator("[data-testid=ceiling-line]")).to_have_count(1)
@@ -122,14 +173,14 @@ def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(
     expect(page.locator("[data-testid=journal] tbody tr")).to_have_count(journaled)
     expect(page.locator("[data-testid=ledger] tbody tr")).to_have_count(ledgered)
     expect(page.locator("[data-testid=run-status]")).to_have_attribute("data-status", "ok")
-    shoot(page, tmp_path, "inspector-recorded.png")
+    shoot(page, "inspector-recorded.png")
 
     planner.locator("[data-testid=transcript-link]").click()
     drawer = page.locator("#drawer")
     expect(drawer).to_be_visible()
     expect(drawer).to_contain_text("spawn_agent")
     expect(drawer).to_contain_text("[spawn refused] agent cap reached")
-    shoot(page, tmp_path, "inspector-transcript.png")
+    shoot(page, "inspector-transcript.png")
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
 
@@ -139,7 +190,7 @@ def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(
     # usable on a phone-width window: nothing pushes the page sideways (wide tables scroll in place)
     assert narrow.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert narrow.locator("[data-testid=spend-chart] svg").bounding_box()["width"] <= NARROW["width"]  # type: ignore[index]
-    shoot(narrow, tmp_path, "inspector-narrow.png", full_page=True)
+    shoot(narrow, "inspector-narrow.png", full_page=True)
     assert errors == []
 
 
@@ -164,7 +215,7 @@ def test_a_live_runs_nodes_change_state_and_its_suspension_resolves_from_the_pag
     expect(queued).to_have_count(2)
     expect(page.locator("#conn")).to_have_attribute("data-state", "live")
     expect(page.locator("[data-testid=run-status]")).to_have_attribute("data-status", "running")
-    shoot(page, tmp_path, "inspector-live.png")
+    shoot(page, "inspector-live.png")
 
     (gates / "practical").write_text("open")
     expect(node("practical")).to_have_attribute("data-status", "ok", timeout=TIMEOUT_MS)
@@ -180,7 +231,7 @@ def test_a_live_runs_nodes_change_state_and_its_suspension_resolves_from_the_pag
     form = page.locator("[data-testid=suspension][data-key='approve']")
     expect(form).to_be_visible()
     form.locator("[data-testid=resolve-value]").fill('{"ship": true}')
-    shoot(page, tmp_path, "inspector-suspended.png")
+    shoot(page, "inspector-suspended.png")
     form.locator("[data-testid=resolve]").click()
 
     expect(page.locator("[data-testid=run-status]")).to_have_attribute("data-status", "ok", timeout=TIMEOUT_MS)
@@ -188,5 +239,5 @@ def test_a_live_runs_nodes_change_state_and_its_suspension_resolves_from_the_pag
     expect(page.locator("[data-testid=suspensions]")).to_contain_text("Nothing is waiting.")
     expect(page.locator("[data-testid=agent-node]")).to_have_count(4)
     expect(page.locator(".kv")).to_contain_text('"ship": true')
-    shoot(page, tmp_path, "inspector.png")
+    shoot(page, "inspector.png")
     assert errors == []

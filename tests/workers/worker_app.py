@@ -1,7 +1,8 @@
 """The app module `tether worker --app worker_app:engine` loads in the worker tests.
 
 Configured by environment variables, so each worker process can differ:
-- `WORKER_STORE`: the PostgreSQL URL (with `?schema=`); `WORKER_LOG`: the shared request log;
+- `WORKER_STORE`: the PostgreSQL URL (with `?schema=`) the engine names; set but empty, the engine
+  names no store (so `TETHER_STORE` or `--store` chooses it); `WORKER_LOG`: the shared request log;
 - `WORKER_LATENCY` (s, default 0.02), `WORKER_TTL` (lease TTL s, default 60),
   `WORKER_CLOCK_OFFSET` (s added to this process's clock for the engine and the store),
   `WORKER_CAPS` (`queue=cap,...`).
@@ -13,6 +14,7 @@ completed, one line each, from every process into one file; replies name the ans
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -91,13 +93,18 @@ def _caps() -> dict[str, int]:
     return {k: int(v) for k, v in (item.split("=") for item in spec.split(",") if item)}
 
 
+_STORE = os.environ.get("WORKER_STORE", "postgresql://postgres@127.0.0.1:5432/test")
+_NAMED_STORE: dict[str, Any] = {"store": PostgresStore(_STORE, clock=clock)} if _STORE else {}
+
 engine = tether.Engine(
     models=[LoggedModel()],
     routing={"loop": "fake:m"},
-    store=PostgresStore(os.environ.get("WORKER_STORE", "postgresql://postgres@127.0.0.1:5432/test"), clock=clock),
+    **_NAMED_STORE,
     workflows=[chain, stamp, approval],
     lease_ttl_s=float(os.environ.get("WORKER_TTL", "60")),
     clock=clock,
     queues=_caps(),
 )
-print(f"worker_app clock {clock()}", flush=True)  # what this process believes the time is (the skew test reads it)
+# What this process believes the time is (the skew test reads it from the worker's output). On stderr,
+# so a command's `--json` document on stdout stays the only thing there.
+print(f"worker_app clock {clock()}", file=sys.stderr, flush=True)

@@ -76,9 +76,11 @@ def spawn_worker(
     poll: float = 0.2,
     extra: tuple[str, ...] = (),
     faketime: str | None = None,
+    tether_store: str | None = None,
 ) -> WorkerProcess:
     """Start `tether worker --app worker_app:engine` and return once it printed its health line.
 
+    `store_url` is the store the app's engine names ("" for none); `tether_store` sets `TETHER_STORE`.
     `faketime` (e.g. "+1h") runs the process under libfaketime, so every clock it reads is shifted."""
     env = {
         **os.environ,
@@ -91,6 +93,8 @@ def spawn_worker(
         "WORKER_CAPS": caps,
     }
     env.pop("TETHER_STORE", None)
+    if tether_store is not None:
+        env["TETHER_STORE"] = tether_store
     if faketime is not None:
         env |= {"LD_PRELOAD": libfaketime(), "FAKETIME": faketime, "FAKETIME_DONT_RESET": "1"}
     argv = [

@@ -133,8 +133,9 @@ def resolve(*, app: str | None = None, workflow: str | None = None, store: str |
 
     `app` (`--app MODULE:ATTR`) wins; else MODULE's `engine` attribute when `workflow` names a module
     that has one; else a default engine on `store` (the caller's `--store` / `TETHER_STORE` / default).
-    An explicit `store` (`--store`) beside an app engine points that engine at it; `TETHER_STORE` does not
-    override the store an app's code names.
+    The store of an app or module engine: `--store` when given; else the store its code names; else
+    (it was left on the default) `TETHER_STORE` when set. `TETHER_STORE` never overrides a store the
+    code names.
     """
     wf, module = load_workflow(workflow) if workflow is not None else (None, None)
     source: EngineSource
@@ -153,6 +154,8 @@ def resolve(*, app: str | None = None, workflow: str | None = None, store: str |
         return Resolved(Engine(store=configured_store(store)), "default", wf, None)
     if store is not None:
         engine.use_store(store)  # an explicit --store points the app's engine elsewhere (a worker cluster's store)
+    elif engine.store_url == DEFAULT_STORE and os.environ.get(STORE_ENV):
+        engine.use_store(os.environ[STORE_ENV])  # the engine names no store: the environment's is the one in force
     return Resolved(engine, source, wf, target)
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from typing import Annotated
 
 import typer
 
-from tether.cli.app import STORE_ENV, load_engine
+from tether.cli.app import resolve
 from tether.cli.shell import StoreOpt
 
 
@@ -35,10 +34,7 @@ def worker(
     """Claim queued runs and drive them (PostgreSQL store); SIGTERM hands them back and exits 0."""
     from tether.worker import Worker
 
-    engine = load_engine(app_target)  # the one `--app` resolution (cli/app.py)
-    url = store or os.environ.get(STORE_ENV)
-    if url:  # a worker may point the app's engine at the cluster's store
-        engine.use_store(url)
+    engine = resolve(app=app_target, store=store).engine  # the one resolution every command uses (cli/app.py)
     runner = Worker(
         engine, queues=queue or ["default"], concurrency=concurrency, poll_s=poll, grace_s=grace, worker_id=worker_id,
     )
