@@ -116,7 +116,7 @@ class Ctx(AgentSurface):
     async def step(self, label: str, fn: Callable[[], Any], *, key: str | None = None, deps: Sequence[Any] = ()) -> Any:
         """Run `fn` once; after it completed, resumes serve its journaled result."""
         frame = CURRENT_FRAME.get()
-        k = content_key({"kind": "step", "key": key or label, "deps": to_jsonable(list(deps))})
+        k = content_key({"kind": "step", "key": key or label, "deps": to_jsonable(list(deps)) if deps else []})
         found = self._seg.lookup(frame.scope, k)
         if found.action == "replay":
             assert found.match and found.match.terminal

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tether.contracts.entries import TWO_PHASE_KINDS, JournalEntry
+from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, TWO_PHASE_KINDS, JournalEntry
 from tether.journal.scope import is_under
 
 REF_KINDS = frozenset({"resolution", "abandon"})
 SUSPENSION_KINDS = frozenset({"external", "approval"})
 
 
-@dataclass
+@dataclass(slots=True)
 class Match:
     """A matched dispatch entry with its first terminal (None when it never settled)."""
 
@@ -29,7 +29,11 @@ class Match:
 
 @dataclass
 class JournalIndex:
-    """An in-memory view of one run's journal for a segment: what is matched, closed and abandoned."""
+    """An in-memory view of one run's journal for a segment: what is matched, closed and abandoned.
+
+    One pass over the journal builds it, and keeps on the side the few entries the other folds of a
+    resume read (spend, calibration, suspensions), so none of them walks the whole journal again.
+    """
 
     entries: list[JournalEntry]
     invalidated: frozenset[int] = frozenset()
@@ -38,15 +42,51 @@ class JournalIndex:
     closer_of: dict[int, JournalEntry] = field(default_factory=dict)
     examined: int = 0
     """Candidate entries the matcher has looked at (a work counter: linear in the journal, never quadratic)."""
+    spend_entries: list[JournalEntry] = field(default_factory=list)
+    """Agent entries and entries an agent wrote (its draws and dispatch records): all `journal.cost` folds."""
+    decision_entries: list[JournalEntry] = field(default_factory=list)
+    """Decision and tree entries (dispatch records and turn draws: what `InputCalibration` learns from)."""
+    unsupported: JournalEntry | None = None
+    """The first entry written with a `hash_version` this tether does not read, if any."""
+    _suspensions: list[JournalEntry] = field(default_factory=list)
     _candidates: dict[tuple[str, str], list[JournalEntry]] = field(default_factory=dict)
     _cursor: dict[tuple[str, str], int] = field(default_factory=dict)
-    _consumed: set[int] = field(default_factory=set)
     _max_ordinal: dict[tuple[str, str], int] = field(default_factory=dict)
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        # One loop with everything bound locally: this runs once per journal entry on every resume.
+        by_seq, terminal_of, invalidated = self.by_seq, self.terminal_of, self.invalidated
+        candidates, max_ordinal = self._candidates, self._max_ordinal
+        spend, decisions, suspensions = self.spend_entries, self.decision_entries, self._suspensions
+        versions = SUPPORTED_HASH_VERSIONS
         for e in self.entries:
-            self._index(e)
+            seq, key, ref, kind = e.seq, e.key, e.ref, e.kind
+            assert seq is not None
+            by_seq[seq] = e
+            if e.hash_version not in versions and self.unsupported is None:
+                self.unsupported = e
+            if kind == "agent" or e.agent_id is not None:
+                spend.append(e)
+            if kind == "decision" or kind == "tree":
+                decisions.append(e)
+            elif kind in SUSPENSION_KINDS:
+                suspensions.append(e)
+            if key:
+                k = (e.scope, key)
+                if e.ordinal > max_ordinal.get(k, -1):
+                    max_ordinal[k] = e.ordinal
+            if kind in REF_KINDS:
+                self._add_closer(e)
+            elif ref is not None:  # a terminal of a two-phase entry
+                if ref not in terminal_of and ref not in invalidated:
+                    terminal_of[ref] = e
+            elif key and seq not in invalidated:  # unkeyed facts are never matched
+                found = candidates.get(k)
+                if found is None:
+                    candidates[k] = [e]
+                else:
+                    found.append(e)
 
     @classmethod
     def build(cls, entries: Iterable[JournalEntry], invalidate: Iterable[int] = ()) -> JournalIndex:
@@ -54,33 +94,24 @@ class JournalIndex:
 
     # -- building ----------------------------------------------------------------------------
     def add(self, e: JournalEntry) -> None:
-        """Record an entry this segment appended (consumed from the start: it is never a candidate)."""
+        """Record an entry this segment appended (never a matching candidate)."""
         self.entries.append(e)
-        if e.seq is not None:
-            self._consumed.add(e.seq)
-        self._index(e, candidate=False)
-
-    def _index(self, e: JournalEntry, candidate: bool = True) -> None:
-        seq, key, ref = e.seq, e.key, e.ref
+        seq, key, kind = e.seq, e.key, e.kind
         assert seq is not None
         self.by_seq[seq] = e
+        if kind == "agent" or e.agent_id is not None:
+            self.spend_entries.append(e)
+        if kind == "decision" or kind == "tree":
+            self.decision_entries.append(e)
+        elif kind in SUSPENSION_KINDS:
+            self._suspensions.append(e)
         k = (e.scope, key)
         if key and e.ordinal > self._max_ordinal.get(k, -1):
             self._max_ordinal[k] = e.ordinal
-        if e.kind in REF_KINDS:
+        if kind in REF_KINDS:
             self._add_closer(e)
-            return
-        if ref is not None:  # a terminal of a two-phase entry
-            if ref not in self.terminal_of and ref not in self.invalidated:
-                self.terminal_of[ref] = e
-            return
-        if not candidate or not key or seq in self.invalidated:  # unkeyed facts are never matched
-            return
-        candidates = self._candidates.get(k)
-        if candidates is None:
-            self._candidates[k] = [e]
-        else:
-            candidates.append(e)
+        elif e.ref is not None and e.ref not in self.terminal_of and e.ref not in self.invalidated:
+            self.terminal_of[e.ref] = e
 
     def _add_closer(self, e: JournalEntry) -> None:
         target = self.by_seq.get(e.ref) if e.ref is not None else None
@@ -116,26 +147,23 @@ class JournalIndex:
         return any(inner is not None and is_under(scope, inner) for _, inner in self._abandon_roots)
 
     def match(self, scope: str, key: str) -> Match | None:
-        """Take the first unconsumed entry with this key in this scope (a miss consumes nothing)."""
+        """Take the first unconsumed entry with this key in this scope (a miss consumes nothing).
+
+        Candidates are consumed only here, in order, so the cursor is exactly the consumed prefix: the
+        entry at the cursor is the first unconsumed one (appended entries are never candidates).
+        """
         k = (scope, key)
         candidates = self._candidates.get(k)
         if not candidates:
             return None
         i = self._cursor.get(k, 0)
-        consumed = self._consumed
-        while i < len(candidates):
-            e = candidates[i]
-            i += 1
-            self.examined += 1
-            assert e.seq is not None
-            if e.seq in consumed:
-                continue
-            consumed.add(e.seq)
-            self._cursor[k] = i
-            terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None
-            return Match(e, terminal, self.is_abandoned(e))
-        self._cursor[k] = i
-        return None
+        if i >= len(candidates):
+            return None
+        e = candidates[i]
+        self._cursor[k] = i + 1
+        self.examined += 1
+        terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
+        return Match(e, terminal, bool(self._abandon_roots) and self.is_abandoned(e))
 
     def next_ordinal(self, scope: str, key: str) -> int:
         """Ordinals continue after the highest one seen for (scope, key)."""
@@ -148,7 +176,7 @@ class JournalIndex:
         return self.closer_of.get(seq)
 
     def suspensions(self) -> list[JournalEntry]:
-        return [e for e in self.entries if e.kind in SUSPENSION_KINDS]
+        return list(self._suspensions)
 
     def open_suspensions(self) -> list[JournalEntry]:
         return [e for e in self.suspensions() if e.seq not in self.closer_of]
