@@ -13,7 +13,9 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, get_args
 
 from pydantic import TypeAdapter, ValidationError
@@ -239,24 +241,30 @@ def decode_batch(raws: Sequence[bytes | str], first_seq: int = 1) -> list[Journa
     """Entries `first_seq`, `first_seq + 1`, ... decoded in one pass, when every one of them carries a
     matching checksum, validates, and sits at its seq; None otherwise (then decode entry by entry
     with `EntryDecoder`, which names what is wrong and where)."""
-    bodies = _verified_bodies(raws)
-    if bodies is None:
+    with gc_paused():
+        bodies = _verified_bodies(raws)
+        entries = None if bodies is None else _decode(bodies)
+    if entries is None:
         return None
+    if list(map(_SEQ, entries)) != list(range(first_seq, first_seq + len(entries))):
+        return None
+    return entries
+
+
+_SEQ = operator.attrgetter("seq")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic collector paused while a journal is read: every object a load builds stays alive, so a
+    collection during it would only rescan them (and the journal already in memory) for nothing."""
     collecting = gc.isenabled()
-    gc.disable()  # every object built here stays alive: collections during the pass would only rescan them
+    gc.disable()
     try:
-        entries = _decode(bodies)
+        yield
     finally:
         if collecting:
             gc.enable()
-    if entries is None:
-        return None
-    seq = first_seq
-    for entry in entries:
-        if entry.seq != seq:
-            return None
-        seq += 1
-    return entries
 
 
 def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
