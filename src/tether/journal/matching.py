@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, eq, is_not, or_
 
 from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, TWO_PHASE_KINDS, JournalEntry
 from tether.journal.scope import is_under
 
 REF_KINDS = frozenset({"resolution", "abandon"})
 SUSPENSION_KINDS = frozenset({"external", "approval"})
+_DECISION_KINDS = frozenset({"decision", "tree"})
+_SEQ, _KIND, _AGENT_ID, _HASH_VERSION = (attrgetter(n) for n in ("seq", "kind", "agent_id", "hash_version"))
+_MATCHED_BY = attrgetter("key", "ref", "scope", "ordinal")
 
 
 @dataclass(slots=True)
@@ -55,27 +60,27 @@ class JournalIndex:
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # One loop with everything bound locally: this runs once per journal entry on every resume.
-        by_seq, terminal_of, invalidated = self.by_seq, self.terminal_of, self.invalidated
+        # This runs over every journal entry on every resume: what can be a C loop over a column is one
+        # (seqs, kinds, the side lists, the hash-version check), and the one Python loop left binds
+        # everything locally and reads each entry's attributes once.
+        entries = self.entries
+        seqs = list(map(_SEQ, entries))
+        assert None not in seqs
+        self.by_seq.update(zip(seqs, entries))  # type: ignore[arg-type]
+        if not set(map(_HASH_VERSION, entries)) <= SUPPORTED_HASH_VERSIONS:
+            self.unsupported = next(e for e in entries if e.hash_version not in SUPPORTED_HASH_VERSIONS)
+        kinds = list(map(_KIND, entries))
+        agents = map(or_, map(eq, kinds, repeat("agent")), map(is_not, map(_AGENT_ID, entries), repeat(None)))
+        self.spend_entries.extend(compress(entries, agents))
+        self.decision_entries.extend(compress(entries, map(_DECISION_KINDS.__contains__, kinds)))
+        self._suspensions.extend(compress(entries, map(SUSPENSION_KINDS.__contains__, kinds)))
+        terminal_of, invalidated = self.terminal_of, self.invalidated
         candidates, max_ordinal = self._candidates, self._max_ordinal
-        spend, decisions, suspensions = self.spend_entries, self.decision_entries, self._suspensions
-        versions = SUPPORTED_HASH_VERSIONS
-        for e in self.entries:
-            seq, key, ref, kind = e.seq, e.key, e.ref, e.kind
-            assert seq is not None
-            by_seq[seq] = e
-            if e.hash_version not in versions and self.unsupported is None:
-                self.unsupported = e
-            if kind == "agent" or e.agent_id is not None:
-                spend.append(e)
-            if kind == "decision" or kind == "tree":
-                decisions.append(e)
-            elif kind in SUSPENSION_KINDS:
-                suspensions.append(e)
+        for e, seq, kind, (key, ref, scope, ordinal) in zip(entries, seqs, kinds, map(_MATCHED_BY, entries)):
             if key:
-                k = (e.scope, key)
-                if e.ordinal > max_ordinal.get(k, -1):
-                    max_ordinal[k] = e.ordinal
+                k = (scope, key)
+                if ordinal > max_ordinal.get(k, -1):
+                    max_ordinal[k] = ordinal
             if kind in REF_KINDS:
                 self._add_closer(e)
             elif ref is not None:  # a terminal of a two-phase entry
