@@ -1,14 +1,15 @@
 """Scoped forward matching over a loaded journal, plus the closer and abandon folds it needs.
 
-Matching is O(1) amortized per lookup: each (scope, key) keeps a cursor past the candidates already
-consumed (a match always takes the first unconsumed one, so everything before the cursor is
-consumed), and entries this segment appends are never candidates at all. `examined` counts the
+Matching is O(1) per lookup: each (scope, key) keeps its unconsumed candidates (a match always takes
+the first unconsumed one, so a match pops it off a list kept in reverse journal order), and entries
+this segment appends are never candidates at all. `examined` counts the
 candidate entries looked at, so a test can bound the work by counting rather than timing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections import deque
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, eq, is_not, or_
@@ -55,7 +56,6 @@ class JournalIndex:
     """The first entry written with a `hash_version` this tether does not read, if any."""
     _suspensions: list[JournalEntry] = field(default_factory=list)
     _candidates: dict[tuple[str, str], list[JournalEntry]] = field(default_factory=dict)
-    _cursor: dict[tuple[str, str], int] = field(default_factory=dict)
     _max_ordinal: dict[tuple[str, str], int] = field(default_factory=dict)
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
 
@@ -92,6 +92,7 @@ class JournalIndex:
                     candidates[k] = [e]
                 else:
                     found.append(e)
+        deque(map(list.reverse, candidates.values()), maxlen=0)  # `match` pops the first from the end
 
     @classmethod
     def build(cls, entries: Iterable[JournalEntry], invalidate: Iterable[int] = ()) -> JournalIndex:
@@ -154,18 +155,14 @@ class JournalIndex:
     def match(self, scope: str, key: str) -> Match | None:
         """Take the first unconsumed entry with this key in this scope (a miss consumes nothing).
 
-        Candidates are consumed only here, in order, so the cursor is exactly the consumed prefix: the
-        entry at the cursor is the first unconsumed one (appended entries are never candidates).
+        Each (scope, key) keeps its candidates in reverse journal order and a match pops the last:
+        candidates are consumed only here, in order, so what is left is exactly the unconsumed ones
+        (appended entries are never candidates).
         """
-        k = (scope, key)
-        candidates = self._candidates.get(k)
+        candidates = self._candidates.get((scope, key))
         if not candidates:
             return None
-        i = self._cursor.get(k, 0)
-        if i >= len(candidates):
-            return None
-        e = candidates[i]
-        self._cursor[k] = i + 1
+        e = candidates.pop()
         self.examined += 1
         terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
         return Match(e, terminal, bool(self._abandon_roots) and self.is_abandoned(e))
