@@ -8,8 +8,8 @@ candidate entries looked at, so a test can bound the work by counting rather tha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, eq, is_not, or_
@@ -66,7 +66,7 @@ class JournalIndex:
         entries = self.entries
         seqs = list(map(_SEQ, entries))
         assert None not in seqs
-        self.by_seq.update(zip(seqs, entries))  # type: ignore[arg-type]
+        self.by_seq.update(zip(seqs, entries, strict=True))
         if not set(map(_HASH_VERSION, entries)) <= SUPPORTED_HASH_VERSIONS:
             self.unsupported = next(e for e in entries if e.hash_version not in SUPPORTED_HASH_VERSIONS)
         kinds = list(map(_KIND, entries))
@@ -76,7 +76,9 @@ class JournalIndex:
         self._suspensions.extend(compress(entries, map(SUSPENSION_KINDS.__contains__, kinds)))
         terminal_of, invalidated = self.terminal_of, self.invalidated
         candidates, max_ordinal = self._candidates, self._max_ordinal
-        for e, seq, kind, (key, ref, scope, ordinal) in zip(entries, seqs, kinds, map(_MATCHED_BY, entries)):
+        for e, seq, kind, (key, ref, scope, ordinal) in zip(
+            entries, seqs, kinds, map(_MATCHED_BY, entries), strict=True
+        ):
             if key:
                 k = (scope, key)
                 if ordinal > max_ordinal.get(k, -1):

@@ -190,7 +190,8 @@ def _all_plain(parsed: list[Any]) -> bool:
     its field takes, with a known kind and status. Checked a column at a time: the loops run in C."""
     if set(map(type, parsed)) != {dict}:
         return False
-    signatures = set(zip(map(tuple, parsed), map(tuple, map(map, repeat(type), map(dict.values, parsed)))))
+    signatures = set(zip(map(tuple, parsed), map(tuple, map(map, repeat(type), map(dict.values, parsed))),
+                         strict=True))
     for sig in signatures:
         try:
             extras = _SHAPES[sig]
@@ -212,7 +213,7 @@ def _build_plain(parsed: list[dict[str, Any]]) -> list[JournalEntry]:
     n = len(parsed)
     entries: list[JournalEntry] = list(map(object.__new__, repeat(JournalEntry, n)))
     values = list(map(dict.copy, repeat(_TEMPLATE, n)))
-    consume = deque(maxlen=0).extend
+    consume = deque[Any](maxlen=0).extend
     consume(map(dict.update, values, parsed))
     setattr_ = object.__setattr__
     consume(map(setattr_, entries, repeat("__dict__"), values))
