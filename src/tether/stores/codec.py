@@ -159,8 +159,10 @@ _EXACT: dict[str, frozenset[type] | None] = {
 `kind` and `status` are further checked against their literals. A field missing here (`usage`,
 `usage_by_model`, any field added later) always goes through pydantic."""
 _FIELDS = JournalEntry.model_fields
-_TEMPLATE: dict[str, Any] = {name: f.default for name, f in _FIELDS.items()}
-"""Every field in declaration order at its default (pydantic's `__dict__` of an entry that sets nothing)."""
+_TEMPLATE: dict[str, Any] = {name: None if f.is_required() else f.default for name, f in _FIELDS.items()}
+"""Every field in declaration order at its default (pydantic's `__dict__` of an entry that sets only
+`kind`, which every built entry sets). Only atomic values: so the dict, and each copy of it holding
+only atomic members, is one the cyclic collector does not track."""
 _FAST = all(
     f.default_factory is None and type(f.default) in (_NONE, str, int, bool) for name, f in _FIELDS.items()
     if name != "kind"

@@ -262,6 +262,7 @@ class JsonlStore:
         with gc_paused():
             lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # committed lines: a torn tail is not one
             fast = decode_batch(lines) if lines and all(lines) else None
+            del lines
         if fast is not None:
             return fast
         return _scan(path, data, _journal_parser(path))[0]  # line by line: names what is wrong, and where

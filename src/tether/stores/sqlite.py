@@ -273,7 +273,9 @@ class SqliteStore:
                 rows = c.execute(
                     "SELECT seq, CAST(json AS BLOB) FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
                 ).fetchall()
-            return decode_rows(run_id, rows, str(self.path))
+            entries = decode_rows(run_id, rows, str(self.path))
+            del rows  # before the collector resumes: it need not walk rows that are garbage already
+        return entries
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         with self._tx() as c:
