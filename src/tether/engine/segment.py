@@ -333,7 +333,11 @@ class Segment:
             return Lookup(None, None)
         action = disposition(m.entry, m.terminal, abandoned=m.abandoned)
         if action == "replay":
-            self.stats.hits += 1
+            # `stats.hits += 1` as pydantic's own setattr does it (value, then fields set), minus its
+            # two Python frames: this runs once per replayed call.
+            stats = self.stats
+            stats.__dict__["hits"] += 1
+            stats.__pydantic_fields_set__.add("hits")
         elif action == "skip":
             self.stats.skipped += 1
             raise Abandoned(scope, m.entry.seq)
