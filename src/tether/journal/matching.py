@@ -55,7 +55,8 @@ class JournalIndex:
     unsupported: JournalEntry | None = None
     """The first entry written with a `hash_version` this tether does not read, if any."""
     _suspensions: list[JournalEntry] = field(default_factory=list)
-    _candidates: dict[tuple[str, str], list[JournalEntry]] = field(default_factory=dict)
+    _candidates: dict[tuple[str, str], JournalEntry | list[JournalEntry]] = field(default_factory=dict)
+    """Per (scope, key), its one unconsumed candidate, or several in reverse journal order."""
     _max_ordinal: dict[tuple[str, str], int] = field(default_factory=dict)
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
 
@@ -76,6 +77,7 @@ class JournalIndex:
         self._suspensions.extend(compress(entries, map(SUSPENSION_KINDS.__contains__, kinds)))
         terminal_of, invalidated = self.terminal_of, self.invalidated
         candidates, max_ordinal = self._candidates, self._max_ordinal
+        repeated: list[list[JournalEntry]] = []
         for e, seq, kind, (key, ref, scope, ordinal) in zip(
             entries, seqs, kinds, map(_MATCHED_BY, entries), strict=True
         ):
@@ -91,10 +93,14 @@ class JournalIndex:
             elif key and seq not in invalidated:  # unkeyed facts are never matched
                 found = candidates.get(k)
                 if found is None:
-                    candidates[k] = [e]
-                else:
+                    candidates[k] = e  # most keys have one candidate: no list for them
+                elif isinstance(found, list):
                     found.append(e)
-        deque(map(list.reverse, candidates.values()), maxlen=0)  # `match` pops the first from the end
+                else:
+                    several = [found, e]
+                    candidates[k] = several
+                    repeated.append(several)
+        deque(map(list.reverse, repeated), maxlen=0)  # `match` pops the first from the end
 
     @classmethod
     def build(cls, entries: Iterable[JournalEntry], invalidate: Iterable[int] = ()) -> JournalIndex:
@@ -157,14 +163,22 @@ class JournalIndex:
     def match(self, scope: str, key: str) -> Match | None:
         """Take the first unconsumed entry with this key in this scope (a miss consumes nothing).
 
-        Each (scope, key) keeps its candidates in reverse journal order and a match pops the last:
+        Each (scope, key) keeps its one candidate, or several in reverse journal order, and a match takes
+        it (pops the last):
         candidates are consumed only here, in order, so what is left is exactly the unconsumed ones
         (appended entries are never candidates).
         """
-        candidates = self._candidates.get((scope, key))
-        if not candidates:
+        k = (scope, key)
+        found = self._candidates.get(k)
+        if found is None:
             return None
-        e = candidates.pop()
+        if isinstance(found, list):
+            if not found:
+                return None
+            e = found.pop()
+        else:
+            e = found
+            del self._candidates[k]
         self.examined += 1
         terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
         return Match(e, terminal, bool(self._abandon_roots) and self.is_abandoned(e))
