@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.usage import Usage
-from tether.stores.codec import EntryDecoder, decode_batch, decode_rows, entry_json
+from tether.stores.codec import EntryDecoder, checksum, decode_batch, decode_rows, entry_json
 
 json_leaf = st.none() | st.booleans() | st.integers(-(10**9), 10**9) | st.text(max_size=8)
 json_value = st.recursive(json_leaf, lambda v: st.lists(v, max_size=3) | st.dictionaries(st.text(max_size=5), v,
@@ -59,3 +59,52 @@ def test_a_flipped_byte_or_a_stripped_checksum_sends_the_batch_to_the_checked_pa
     assert decode_batch([rows[0], stripped, rows[2]]) is None
     assert decode_batch([rows[1], rows[0], rows[2]]) is None  # out of seq order
     assert len(decode_rows("r", list(enumerate(rows, start=1)), "here")) == 3
+
+
+def _pydantic(rows: list[bytes]) -> list[JournalEntry]:
+    decoder = EntryDecoder("r")
+    return [decoder.at(raw, seq, f"seq {seq}") for seq, raw in enumerate(rows, start=1)]
+
+
+def _same_models(fast: list[JournalEntry], slow: list[JournalEntry]) -> None:
+    for a, b in zip(fast, slow, strict=True):
+        assert list(a.__dict__.items()) == list(b.__dict__.items())  # values and field order
+        assert a.model_fields_set == b.model_fields_set
+        assert a.model_extra == b.model_extra
+        assert a == b
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(entries, min_size=1, max_size=6),
+       st.lists(st.dictionaries(st.sampled_from(["costs", "through", "future_field"]), json_leaf, max_size=2),
+                min_size=6, max_size=6))
+def test_entries_built_without_pydantic_are_the_models_pydantic_builds(
+    batch: list[JournalEntry], extras: list[dict[str, Any]]
+) -> None:
+    rows = encoded(batch, extras[: len(batch)])
+    fast = decode_batch(rows)
+    assert fast is not None
+    _same_models(fast, _pydantic(rows))
+
+
+def test_members_pydantic_would_coerce_or_refuse_are_left_to_pydantic() -> None:
+    def row(seq: int, body: str) -> bytes:
+        return entry_json(JournalEntry.model_validate_json(body), seq).encode()
+
+    plain = row(1, '{"kind":"step","key":"k","status":"running","started_at":1.5}')
+    # an int where a float belongs (pydantic makes it 1.0), a nested Usage: pydantic validates these
+    coerced = entry_json(JournalEntry(kind="step", ref=1, status="ok", value=2), 2).replace(
+        '"value":2', '"value":2,"started_at":7').encode()
+    coerced = coerced[: coerced.rindex(b',"checksum"')] + b"}"
+    coerced = coerced[:-1] + f',"checksum":"{checksum(coerced)}"}}'.encode()
+    nested = row(3, '{"kind":"agent","status":"ok","ref":1,"usage":{"input_tokens":3},"costs":{"m":0.5}}')
+    rows = [plain, coerced, nested]
+    fast = decode_batch(rows)
+    assert fast is not None
+    _same_models(fast, _pydantic(rows))
+    assert fast[1].started_at == 7.0 and type(fast[1].started_at) is float
+    assert fast[2].usage == Usage(input_tokens=3)
+    # a literal outside the contract, with a valid checksum: refused, so the checked path names it
+    bad = b'{"seq":1,"kind":"bogus"}'
+    bad = bad[:-1] + f',"checksum":"{checksum(bad)}"}}'.encode()
+    assert decode_batch([bad]) is None

@@ -116,11 +116,12 @@ class Ctx(AgentSurface):
     async def step(self, label: str, fn: Callable[[], Any], *, key: str | None = None, deps: Sequence[Any] = ()) -> Any:
         """Run `fn` once; after it completed, resumes serve its journaled result."""
         frame = CURRENT_FRAME.get()
-        k = content_key({"kind": "step", "key": key or label, "deps": to_jsonable(list(deps))})
+        k = content_key({"kind": "step", "key": key or label, "deps": to_jsonable(list(deps)) if deps else []})
         found = self._seg.lookup(frame.scope, k)
         if found.action == "replay":
-            assert found.match and found.match.terminal
-            return _revalidate(fn, found.match.terminal.value)
+            terminal = found.match.terminal if found.match is not None else None
+            assert terminal is not None
+            return _revalidate(fn, terminal.value) if getattr(fn, "__annotations__", None) else terminal.value
         self._seg.require_live(f"step {label!r}", frame.scope)
         running = found.running or await self._seg.append(self._entry(frame, "step", k, status="running", label=label))
         try:

@@ -67,18 +67,19 @@ def _deadline(opts: RunOptions) -> float | None:
     return min(limits) if limits else None
 
 
-def check_compatibility(run_id: str, entries: list[JournalEntry]) -> None:
-    """All or refusal: one entry outside the supported window refuses the whole resume."""
-    for e in entries:
-        if e.hash_version not in SUPPORTED_HASH_VERSIONS:
-            raise JournalCompatibilityError(
-                f"run {run_id!r}: entry seq {e.seq} has hash_version {e.hash_version}, but this "
-                f"tether reads {sorted(SUPPORTED_HASH_VERSIONS)}. Resume it with the tether version "
-                f"that wrote it; nothing was changed.",
-                run_id=run_id,
-                seq=e.seq,
-                hash_version=e.hash_version,
-            )
+def check_compatibility(run_id: str, index: JournalIndex) -> None:
+    """All or refusal: one entry outside the supported window refuses the whole resume (the index
+    found the first such entry while it was built)."""
+    e = index.unsupported
+    if e is not None:
+        raise JournalCompatibilityError(
+            f"run {run_id!r}: entry seq {e.seq} has hash_version {e.hash_version}, but this "
+            f"tether reads {sorted(SUPPORTED_HASH_VERSIONS)}. Resume it with the tether version "
+            f"that wrote it; nothing was changed.",
+            run_id=run_id,
+            seq=e.seq,
+            hash_version=e.hash_version,
+        )
 
 
 def genesis_of(entries: list[JournalEntry]) -> JournalEntry | None:
@@ -177,7 +178,8 @@ async def _drive(
     )
     async with keeper if keeper is not None else contextlib.nullcontext():
         entries = await store.load(run_id)
-        check_compatibility(run_id, entries)
+        index = JournalIndex.build(entries, opts.invalidate)  # the one pass over the journal
+        check_compatibility(run_id, index)
         meta = await store.get_meta(run_id)
         if (opts.resume or opts.dry_run) and not entries and meta is None:
             raise RunNotFoundError(
@@ -192,13 +194,13 @@ async def _drive(
         opts = durable_options(run_id, opts, genesis)
         budget = run_ceiling(opts)
         root = Account(budget, name="run")
-        root.restore(spent_under(entries, None))
+        root.restore(spent_under(index.spend_entries, None))
         seg = Segment(
             engine=engine,
             run_id=run_id,
             workflow=wf.name,
             store=store,
-            index=JournalIndex.build(entries, opts.invalidate),
+            index=index,
             events=events,
             root=root,
             dry_run=opts.dry_run,
@@ -351,7 +353,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
             )
         if meta is not None:
             await seg.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
-    cost = fold_cost(seg.index.entries)
+    cost = fold_cost(seg.index.spend_entries)  # every entry a cost fold reads
     seg.stats.orphaned = [r.idempotency_key for r in await orphans(seg.store, seg.run_id)]
     return RunOutcome(
         run_id=seg.run_id,

@@ -53,7 +53,7 @@ class AppendCancelled(asyncio.CancelledError):
         self.stored = stored
 
 
-@dataclass
+@dataclass(slots=True)
 class Lookup:
     """The result of matching one call: what to do and with which journaled entries."""
 
@@ -124,10 +124,11 @@ class Segment:
     """What the segment opened on first use (MCP servers); the runner closes it when the segment ends."""
 
     def __post_init__(self) -> None:
-        ids = [e.agent_id for e in self.index.entries if e.agent_id is not None]
+        # From the index's side lists (agents' entries, decisions), not another pass over the journal.
+        ids = [e.agent_id for e in self.index.spend_entries if e.agent_id is not None]
         self.next_agent_id = max(ids, default=0) + 1
-        self.head = self.durable_head = max((e.seq or 0 for e in self.index.entries), default=0)
-        self.calibration = InputCalibration.from_journal(self.index.entries)
+        self.head = self.durable_head = max(self.index.by_seq, default=0)
+        self.calibration = InputCalibration.from_journal(self.index.decision_entries)
 
     # -- the lease -----------------------------------------------------------------------------
     def lose(self, error: TetherError) -> None:
@@ -332,7 +333,11 @@ class Segment:
             return Lookup(None, None)
         action = disposition(m.entry, m.terminal, abandoned=m.abandoned)
         if action == "replay":
-            self.stats.hits += 1
+            # `stats.hits += 1` as pydantic's own setattr does it (value, then fields set), minus its
+            # two Python frames: this runs once per replayed call.
+            stats = self.stats
+            stats.__dict__["hits"] += 1
+            stats.__pydantic_fields_set__.add("hits")
         elif action == "skip":
             self.stats.skipped += 1
             raise Abandoned(scope, m.entry.seq)

@@ -112,7 +112,9 @@ def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
                     spend.costs = {e.served_by or "": float(e.cost_usd)}
                 spend.orphaned = _floats(getattr(e, "orphaned", None))
             continue
-        open_spend = by_agent.get(e.agent_id if e.agent_id is not None else -1)
+        if e.agent_id is None:
+            continue  # not an agent's fact (so a fold may be handed only the agents' entries)
+        open_spend = by_agent.get(e.agent_id)
         if open_spend is None or open_spend.settled:
             continue
         if is_draw(e):

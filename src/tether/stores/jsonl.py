@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import ConfigError, JournalCorruptError
-from tether.stores.codec import EntryDecoder, check_rows, decode_batch, effect_json, number_entries
+from tether.stores.codec import EntryDecoder, check_rows, decode_batch, effect_json, gc_paused, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -259,8 +259,10 @@ class JsonlStore:
             data = path.read_bytes()
         except FileNotFoundError:
             return []
-        lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # committed lines: a torn tail is not one
-        fast = decode_batch(lines) if lines and all(lines) else None
+        with gc_paused():
+            lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # committed lines: a torn tail is not one
+            fast = decode_batch(lines) if lines and all(lines) else None
+            del lines
         if fast is not None:
             return fast
         return _scan(path, data, _journal_parser(path))[0]  # line by line: names what is wrong, and where
