@@ -169,9 +169,7 @@ _FAST = all(
 ) and JournalEntry.model_config.get("extra") == "allow" and not JournalEntry.__pydantic_post_init__
 """Whether the fast path can build entries at all (immutable defaults: nothing pydantic would copy)."""
 _Shape = tuple[tuple[str, ...], tuple[type, ...]]
-_SHAPES: dict[_Shape, tuple[str, ...] | None] = {}
-"""Member names and types seen, mapped to the extras among the names (None: pydantic decides)."""
-_MAX_SHAPES = 4096
+"""An entry's member names and their types: entries of one shape are built the same way."""
 
 
 def _shape(keys: tuple[str, ...], types: tuple[type, ...]) -> tuple[str, ...] | None:
@@ -194,13 +192,8 @@ def _all_plain(parsed: list[Any]) -> bool:
         return False
     signatures = set(zip(map(tuple, parsed), map(tuple, map(map, repeat(type), map(dict.values, parsed))),
                          strict=True))
-    for sig in signatures:
-        try:
-            extras = _SHAPES[sig]
-        except KeyError:
-            extras = _shape(*sig)
-            if len(_SHAPES) < _MAX_SHAPES:
-                _SHAPES[sig] = extras
+    for sig in signatures:  # a journal has a few dozen shapes however long it is
+        extras = _shape(*sig)
         if extras is None or extras:
             return False
     return set(map(_KIND, parsed)) <= _KINDS and set(map(_STATUS, parsed)) <= _STATUSES
@@ -230,7 +223,8 @@ def _build(parsed: list[Any]) -> list[JournalEntry | None]:
     if _all_plain(parsed):
         return list(_build_plain(parsed))
     new, setattr_ = object.__new__, object.__setattr__
-    template, shapes, kinds, statuses = _TEMPLATE, _SHAPES, _KINDS, _STATUSES
+    template, kinds, statuses = _TEMPLATE, _KINDS, _STATUSES
+    shapes: dict[_Shape, tuple[str, ...] | None] = {}  # this load's shapes, each classified once
     out: list[JournalEntry | None] = []
     for d in parsed:
         if type(d) is not dict:
@@ -241,9 +235,7 @@ def _build(parsed: list[Any]) -> list[JournalEntry | None]:
         try:
             extras = shapes[sig]
         except KeyError:
-            extras = _shape(*sig)
-            if len(shapes) < _MAX_SHAPES:
-                shapes[sig] = extras
+            extras = shapes[sig] = _shape(*sig)
         if extras is None or d["kind"] not in kinds or d.get("status") not in statuses:
             out.append(None)
             continue
