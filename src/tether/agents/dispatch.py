@@ -16,7 +16,7 @@ from tether.agents.state import LoopState
 from tether.agents.structured import StructuredTier, plan
 from tether.contracts.errors import BudgetExhaustedError
 from tether.contracts.events import AgentStream, ModelEnd, ModelStart
-from tether.contracts.messages import ChatRequest, Message, RawPart, TextPart, ToolCallPart
+from tether.contracts.messages import ChatRequest, Message, OutputFormat, RawPart, TextPart, ToolCallPart, ToolSpec
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, Stage
 from tether.contracts.signal import Signal
@@ -103,9 +103,27 @@ class _CeilingCut:
 
 
 def build_request(
-    spec: AgentSpec, model: ResolvedModel, messages: list[Message]
+    spec: AgentSpec, model: ResolvedModel, messages: list[Message], max_output_tokens: int | None = None
 ) -> tuple[ChatRequest, StructuredTier]:
     """The provider-neutral request for `model`, with the structured-output tier its caps allow."""
+    history, tools, tool_choice, output_format, tier = _request_parts(spec, model, messages)
+    request = ChatRequest(
+        model=model.name,
+        messages=history,
+        tools=tools,
+        tool_choice=tool_choice,
+        output_format=output_format,
+        effort=spec.effort,
+        max_output_tokens=max_output_tokens,
+    )
+    return request, tier
+
+
+_Parts = tuple[tuple[Message, ...], tuple[ToolSpec, ...], str, OutputFormat | None, StructuredTier]
+
+
+def _request_parts(spec: AgentSpec, model: ResolvedModel, messages: list[Message]) -> _Parts:
+    """What a request is made of (history, tools, tool choice, output format) and the structured tier."""
     tier: StructuredTier = model.adapter.caps(model.name).structured_output
     tools = tuple(t.spec for t in spec.tools)
     tool_choice = spec.tool_choice or "auto"
@@ -120,15 +138,7 @@ def build_request(
     history = project_history(messages, model.adapter.family)
     if system:
         history = (Message.text("system", "\n\n".join(system)), *history)
-    request = ChatRequest(
-        model=model.name,
-        messages=history,
-        tools=tools,
-        tool_choice=tool_choice,
-        output_format=output_format,
-        effort=spec.effort,
-    )
-    return request, tier
+    return history, tools, tool_choice, output_format, tier
 
 
 def estimate_input_tokens(request: ChatRequest, sizes: dict[int, tuple[Any, int]] | None = None) -> int:
@@ -138,7 +148,14 @@ def estimate_input_tokens(request: ChatRequest, sizes: dict[int, tuple[Any, int]
     array's bytes are its items' joined by commas), so with a `sizes` cache a turn only measures what
     it added instead of the whole transcript again.
     """
-    items = [*request.messages, *request.tools]
+    return _estimate(request.messages, request.tools, request.output_format, sizes)
+
+
+def _estimate(
+    messages: tuple[Message, ...], tools: tuple[ToolSpec, ...], output_format: OutputFormat | None,
+    sizes: dict[int, tuple[Any, int]] | None,
+) -> int:
+    items = [*messages, *tools]
     size = 2 + max(0, len(items) - 1)
     for item in items:
         hit = sizes.get(id(item)) if sizes is not None else None
@@ -149,8 +166,8 @@ def estimate_input_tokens(request: ChatRequest, sizes: dict[int, tuple[Any, int]
         if sizes is not None:
             sizes[id(item)] = (item, n)  # the item is held too, so its id cannot be reused meanwhile
         size += n
-    if request.output_format is not None:
-        size += len(canonical_json(request.output_format.schema_))
+    if output_format is not None:
+        size += len(canonical_json(output_format.schema_))
     return max(1, size // 4)
 
 
@@ -267,12 +284,14 @@ class Dispatcher:
         return min(self.spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
 
     async def _attempt(self, model: ResolvedModel, stage: Stage) -> TurnResult:
-        request, tier = build_request(self.spec, model, self.state.messages)
-        est_input = estimate_input_tokens(request, self._sizes)
+        history, tools, tool_choice, output_format, tier = _request_parts(self.spec, model, self.state.messages)
+        est_input = _estimate(history, tools, output_format, self._sizes)
         clamp = self._clamp(model, est_input, stage)
         if isinstance(clamp, TurnResult):
             return clamp
-        request = request.model_copy(update={"max_output_tokens": clamp})
+        request = ChatRequest(model=model.name, messages=history, tools=tools, tool_choice=tool_choice,
+                              output_format=output_format, effort=self.spec.effort, max_output_tokens=clamp)
+        del history, tools, output_format  # the request holds them while the call is in flight
         self.hooks.assert_priced_dispatch(model.ref)  # PricingError propagates: a config problem
         while True:
             try:
@@ -380,7 +399,7 @@ class Dispatcher:
         self, model: ResolvedModel, meter: Callable[[Usage], None] | None, delta: Usage
     ) -> None:
         """Live accounting: the per-call meter when the hooks opened one, else `on_usage`."""
-        if delta.model_copy(update={"approximate": False}) == Usage():
+        if delta.is_empty():
             return
         if meter is not None:
             meter(delta)

@@ -53,14 +53,9 @@ class AccountHooks:
         calibration: InputCalibration | None = None,
     ) -> None:
         self.account = account
-        prices: dict[str, Price | None] = {}
-
-        def price(ref: str) -> Price | None:  # asked several times per turn; one lookup per model will do
-            if ref not in prices:
-                prices[ref] = price_of(ref)
-            return prices[ref]
-
-        self.price_of: PriceLookup = price
+        self._lookup = price_of
+        self._price: tuple[str, Price | None] | None = None  # the first model's row (almost always the only one)
+        self._prices: dict[str, Price | None] | None = None  # the fallbacks' rows, once one is asked for
         self.hold = hold
         self.exposure = exposure
         self.strict_pricing = strict_pricing
@@ -83,6 +78,21 @@ class AccountHooks:
         self.binding: Account | None = None
         """The ceiling that bounded the last output clamp (the account, or the tree's tokens)."""
         self._in_flight: ExposureHold | None = None
+
+    def price_of(self, ref: str) -> Price | None:
+        """The price row of `ref`, looked up once per model (it is asked several times per turn)."""
+        first = self._price
+        if first is None:
+            price = self._lookup(ref)
+            self._price = (ref, price)
+            return price
+        if first[0] == ref:
+            return first[1]
+        if self._prices is None:
+            self._prices = {}
+        if ref not in self._prices:
+            self._prices[ref] = self._lookup(ref)
+        return self._prices[ref]
 
     @property
     def cost_usd(self) -> float:
