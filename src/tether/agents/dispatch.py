@@ -30,7 +30,7 @@ from tether.contracts.stream import (
     ToolCallEnd,
     UsageDelta,
 )
-from tether.contracts.usage import Usage
+from tether.contracts.usage import ZERO_USAGE, Usage
 from tether.journal.canonical import canonical_json, content_key
 
 RETRYABLE_KINDS = frozenset({"transport", "rate-limit"})
@@ -57,15 +57,15 @@ class TurnResult:
     """The budget (money, tree tokens or exposure) lowered that limit below the spec's and the model's."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Streamed:
     """What one provider call produced before its terminal event (or the cut)."""
 
     text: list[str] = field(default_factory=list)
     calls: list[ToolCallEnd] = field(default_factory=list)
     raw: list[RawPart] = field(default_factory=list)
-    fed: Usage = field(default_factory=Usage)
-    usage: Usage = field(default_factory=Usage)
+    fed: Usage = ZERO_USAGE
+    usage: Usage = ZERO_USAGE
     """The call's settled usage (the terminal's total, else the metered sum)."""
     terminal: Finish | StreamError | None = None
     cut: bool = False
@@ -419,7 +419,7 @@ class Dispatcher:
     def _account(self, model: ResolvedModel, usage: Usage) -> None:
         state = self.state
         state.usage = state.usage + usage
-        state.usage_by_model[model.ref] = state.usage_by_model.get(model.ref, Usage()) + usage
+        state.usage_by_model[model.ref] = state.usage_by_model.get(model.ref, ZERO_USAGE) + usage
         state.served_by = model.ref
 
     def _settle(self, model: ResolvedModel, out: _Streamed, stage: Stage) -> TurnResult:

@@ -13,7 +13,7 @@ from tether.contracts.errors import BudgetExhaustedError, PricingError
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
-from tether.contracts.usage import Usage
+from tether.contracts.usage import ZERO_USAGE, Usage
 from tether.pricing import affordable_output_tokens, cost_usd
 
 PriceLookup = Callable[[str], Price | None]
@@ -104,7 +104,7 @@ class AccountHooks:
 
     @property
     def usage(self) -> Usage:
-        total = Usage()
+        total = ZERO_USAGE
         for u in self.usage_by_model.values():
             total = total + u
         return total
@@ -210,7 +210,7 @@ class AccountHooks:
         price = self.price_of(served_by)
         expected, self._expected = self._expected, None
         est = expected[1] if expected is not None and expected[0] == served_by else 0
-        acc = Usage()
+        acc = ZERO_USAGE
         paid = 0.0
 
         def feed(delta: Usage) -> None:
@@ -218,7 +218,7 @@ class AccountHooks:
             acc = acc + delta
             if delta.input_tokens:
                 self.calibration.observe(served_by, est, acc.input_tokens)
-            self.usage_by_model[served_by] = self.usage_by_model.get(served_by, Usage()) + delta
+            self.usage_by_model[served_by] = self.usage_by_model.get(served_by, ZERO_USAGE) + delta
             drawn = delta.input_tokens + delta.output_tokens
             self.undrawn_tokens += drawn
             if self.tokens is not None and drawn:
@@ -226,7 +226,7 @@ class AccountHooks:
                 if self.token_hold is not None:
                     self.token_hold.consume(float(drawn))
             if price is None:
-                self.unpriced[served_by] = self.unpriced.get(served_by, Usage()) + delta
+                self.unpriced[served_by] = self.unpriced.get(served_by, ZERO_USAGE) + delta
                 return
             total = cost_usd(acc, price)
             inc, paid = total - paid, total

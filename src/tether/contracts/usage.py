@@ -57,6 +57,9 @@ class Usage(BaseModel):
         return self.input_tokens == 0 and self.output_tokens == 0
 
 
+ZERO_USAGE = Usage()
+"""No usage: one shared instance (Usage is frozen) for the many running totals that start at zero."""
+
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 

@@ -281,7 +281,10 @@ class AgentCall:
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
-            result = await self._run_isolated(spec, host, hooks, worktree)
+            if worktree is None:  # called directly: one coroutine less held by every agent in flight
+                result = await run_agent(spec, host, hooks, signal=seg.cancel)
+            else:
+                result = await self._run_isolated(spec, host, hooks, worktree)
             await host.flush_draw(result.turns)
         except PricingError as exc:  # refused before the wire: the entry it opened still gets its terminal
             refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
@@ -300,11 +303,9 @@ class AgentCall:
         return result, hooks, running
 
     async def _run_isolated(
-        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str | None
+        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str
     ) -> AgentResult:
-        """The loop, inside a disposable git worktree when asked: its patch comes back as an artifact."""
-        if repo is None:
-            return await run_agent(spec, host, hooks, signal=self.seg.cancel)
+        """The loop inside a disposable git worktree: its patch comes back as an artifact."""
         async with Worktree(repo) as tree:
             host.cwd = tree.path
             result = await run_agent(spec, host, hooks, signal=self.seg.cancel)
