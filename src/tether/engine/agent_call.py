@@ -119,6 +119,7 @@ class AgentCall:
         found = seg.lookup(frame.scope, k)
         if found.action is None and all_tools:
             self._toolset_changed(frame.scope, ident, all_tools, label or prompt[:40])
+        del ident  # not needed past matching; this frame is held for the whole invocation
         if found.action == "replay" and found.match and found.match.terminal:
             result = restore_result(found.match.entry, found.match.terminal, out)
             self._replay_facts = self._replay_facts or ReplayFacts(seg.index)
