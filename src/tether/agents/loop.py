@@ -128,7 +128,11 @@ class _AgentLoop:
                 return refused
             if state.turns >= self.spec.max_turns:
                 return self._finish("limit", reason="max-turns")
-            turn = await self._dispatch(self.dispatcher, stage)
+            calls_before = state.provider_calls  # `_dispatch` inlined: one coroutine less per agent in flight
+            turn = await self.dispatcher.turn(stage)
+            if state.provider_calls > calls_before:
+                state.turns += 1
+                state.finish_reason = turn.finish_reason
             if turn.status != "ok" or turn.message is None:
                 return self._finish(turn.status, error=turn.error, reason=turn.status)
             state.reprompting = False

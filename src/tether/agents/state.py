@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
 from tether.contracts.stream import FinishReason
-from tether.contracts.usage import Usage
+from tether.contracts.usage import ZERO_USAGE, Usage
 
 CHECKPOINT_VERSION = 1
 
@@ -52,7 +52,7 @@ class LoopState(BaseModel):
     """Model turns dispatched (what `max_turns` counts)."""
     provider_calls: int = 0
     """Wire attempts, retries and failovers included."""
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = ZERO_USAGE  # frozen: one shared zero, replaced (never mutated) as usage adds up
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)
     served_by: str | None = None
     model_index: int = 0

@@ -13,7 +13,7 @@ from tether.contracts.errors import BudgetExhaustedError, PricingError
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
-from tether.contracts.usage import Usage
+from tether.contracts.usage import ZERO_USAGE, Usage
 from tether.pricing import affordable_output_tokens, cost_usd
 
 PriceLookup = Callable[[str], Price | None]
@@ -53,14 +53,9 @@ class AccountHooks:
         calibration: InputCalibration | None = None,
     ) -> None:
         self.account = account
-        prices: dict[str, Price | None] = {}
-
-        def price(ref: str) -> Price | None:  # asked several times per turn; one lookup per model will do
-            if ref not in prices:
-                prices[ref] = price_of(ref)
-            return prices[ref]
-
-        self.price_of: PriceLookup = price
+        self._lookup = price_of
+        self._price: tuple[str, Price | None] | None = None  # the first model's row (almost always the only one)
+        self._prices: dict[str, Price | None] | None = None  # the fallbacks' rows, once one is asked for
         self.hold = hold
         self.exposure = exposure
         self.strict_pricing = strict_pricing
@@ -84,6 +79,21 @@ class AccountHooks:
         """The ceiling that bounded the last output clamp (the account, or the tree's tokens)."""
         self._in_flight: ExposureHold | None = None
 
+    def price_of(self, ref: str) -> Price | None:
+        """The price row of `ref`, looked up once per model (it is asked several times per turn)."""
+        first = self._price
+        if first is None:
+            price = self._lookup(ref)
+            self._price = (ref, price)
+            return price
+        if first[0] == ref:
+            return first[1]
+        if self._prices is None:
+            self._prices = {}
+        if ref not in self._prices:
+            self._prices[ref] = self._lookup(ref)
+        return self._prices[ref]
+
     @property
     def cost_usd(self) -> float:
         return sum(self.costs.values())
@@ -94,7 +104,7 @@ class AccountHooks:
 
     @property
     def usage(self) -> Usage:
-        total = Usage()
+        total = ZERO_USAGE
         for u in self.usage_by_model.values():
             total = total + u
         return total
@@ -200,7 +210,7 @@ class AccountHooks:
         price = self.price_of(served_by)
         expected, self._expected = self._expected, None
         est = expected[1] if expected is not None and expected[0] == served_by else 0
-        acc = Usage()
+        acc = ZERO_USAGE
         paid = 0.0
 
         def feed(delta: Usage) -> None:
@@ -208,7 +218,7 @@ class AccountHooks:
             acc = acc + delta
             if delta.input_tokens:
                 self.calibration.observe(served_by, est, acc.input_tokens)
-            self.usage_by_model[served_by] = self.usage_by_model.get(served_by, Usage()) + delta
+            self.usage_by_model[served_by] = self.usage_by_model.get(served_by, ZERO_USAGE) + delta
             drawn = delta.input_tokens + delta.output_tokens
             self.undrawn_tokens += drawn
             if self.tokens is not None and drawn:
@@ -216,7 +226,7 @@ class AccountHooks:
                 if self.token_hold is not None:
                     self.token_hold.consume(float(drawn))
             if price is None:
-                self.unpriced[served_by] = self.unpriced.get(served_by, Usage()) + delta
+                self.unpriced[served_by] = self.unpriced.get(served_by, ZERO_USAGE) + delta
                 return
             total = cost_usd(acc, price)
             inc, paid = total - paid, total

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 
 
 class Signal:
@@ -41,11 +42,7 @@ class Signal:
         token = self._next
         self._next += 1
         self._listeners[token] = cb
-
-        def remove() -> None:
-            self._listeners.pop(token, None)
-
-        return remove
+        return partial(_drop, self._listeners, token)  # one object per subscription, not a closure
 
     async def wait(self) -> str:
         if self._event is None:
@@ -64,3 +61,7 @@ class Signal:
             if s is not None:
                 s.add_listener(combined.abort)
         return combined
+
+
+def _drop(listeners: dict[int, Callable[[str], None]], token: int) -> None:
+    listeners.pop(token, None)

@@ -29,14 +29,25 @@ class Usage(BaseModel):
         return data
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-            approximate=self.approximate or other.approximate,
-        )
+        # Usage is frozen, so a zero operand returns the other one as it is: the loop adds usage to
+        # running totals many times per turn, and at 10,000 agents in flight every copy adds up.
+        if other.is_empty():
+            return self if other.approximate <= self.approximate else self.model_copy(update={"approximate": True})
+        if self.is_empty() and self.approximate <= other.approximate:
+            return other
+        fields: dict[str, Any] = {}  # only what is set: a small `model_fields_set`, a cheaper validation
+        for name in _COUNTS:
+            n = getattr(self, name) + getattr(other, name)
+            if n:
+                fields[name] = n
+        if self.approximate or other.approximate:
+            fields["approximate"] = True
+        return Usage(**fields)
+
+    def is_empty(self) -> bool:
+        """No tokens of any kind (`approximate` aside)."""
+        return not (self.input_tokens or self.output_tokens or self.cache_read_tokens or self.cache_write_tokens
+                    or self.reasoning_tokens)
 
     @property
     def total_tokens(self) -> int:
@@ -44,6 +55,12 @@ class Usage(BaseModel):
 
     def is_zero(self) -> bool:
         return self.input_tokens == 0 and self.output_tokens == 0
+
+
+ZERO_USAGE = Usage()
+"""No usage: one shared instance (Usage is frozen) for the many running totals that start at zero."""
+
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
 def sum_usage(items: list[Usage]) -> Usage:

@@ -29,7 +29,7 @@ from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
 from tether.engine.replay_events import ReplayFacts
-from tether.engine.tree import CapLabel, Refusal, refusal_error
+from tether.engine.tree import CapLabel, Refusal, lean_entry, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
 from tether.mcp.source import ToolLike, resolve_tools, toolset_changes, toolset_record
@@ -119,6 +119,7 @@ class AgentCall:
         found = seg.lookup(frame.scope, k)
         if found.action is None and all_tools:
             self._toolset_changed(frame.scope, ident, all_tools, label or prompt[:40])
+        del ident  # not needed past matching; this frame is held for the whole invocation
         if found.action == "replay" and found.match and found.match.terminal:
             result = restore_result(found.match.entry, found.match.terminal, out)
             self._replay_facts = self._replay_facts or ReplayFacts(seg.index)
@@ -190,7 +191,7 @@ class AgentCall:
         except BudgetExhaustedError as exc:
             self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
-                await seg.append(JournalEntry(
+                await seg.append(lean_entry(
                     kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
                     label="budget-refusal", phase=frame.phase, started_at=seg.engine.clock(),
                     value={"decision": "budget-refusal", "account": exc.data.get("account"), "message": exc.message,
@@ -281,7 +282,10 @@ class AgentCall:
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
-            result = await self._run_isolated(spec, host, hooks, worktree)
+            if worktree is None:  # called directly: one coroutine less held by every agent in flight
+                result = await run_agent(spec, host, hooks, signal=seg.cancel)
+            else:
+                result = await self._run_isolated(spec, host, hooks, worktree)
             await host.flush_draw(result.turns)
         except PricingError as exc:  # refused before the wire: the entry it opened still gets its terminal
             refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
@@ -300,11 +304,9 @@ class AgentCall:
         return result, hooks, running
 
     async def _run_isolated(
-        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str | None
+        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str
     ) -> AgentResult:
-        """The loop, inside a disposable git worktree when asked: its patch comes back as an artifact."""
-        if repo is None:
-            return await run_agent(spec, host, hooks, signal=self.seg.cancel)
+        """The loop inside a disposable git worktree: its patch comes back as an artifact."""
         async with Worktree(repo) as tree:
             host.cwd = tree.path
             result = await run_agent(spec, host, hooks, signal=self.seg.cancel)
@@ -324,7 +326,7 @@ class AgentCall:
 
     def _running_entry(self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str) -> JournalEntry:
         seg = self.seg
-        return JournalEntry(
+        return lean_entry(
             kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
             label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
             agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(),
@@ -356,7 +358,7 @@ class AgentCall:
     def _terminal(self, frame: Frame, running: JournalEntry, result: AgentResult, hooks: AccountHooks) -> JournalEntry:
         error = result.error.model_dump(exclude_none=True) if result.error else None
         memoized = result.status == "limit" or (result.error is not None and result.error.kind in MEMOIZED_ERROR_KINDS)
-        return JournalEntry(
+        return lean_entry(
             kind="agent",
             ref=running.seq,
             scope=running.scope,

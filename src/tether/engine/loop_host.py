@@ -19,7 +19,9 @@ from tether.contracts.events import (
     event_of,
 )
 from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
+from tether.engine.events import stamp_event
 from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.tree import lean_entry
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import AgentSpend, agent_spend, draw_range, is_draw
 
@@ -92,7 +94,7 @@ class EngineLoopHost:
         if self.seg.dry_run:
             return
         worst = self.hooks.worst_case_usd(served_by, est_input, max_output)
-        await self.seg.append(JournalEntry(
+        await self.seg.append(lean_entry(
             kind="decision", scope=self.frame.scope, label="dispatch", agent_id=self.running.agent_id,
             started_at=self.seg.engine.clock(),
             value={"decision": "dispatch", "call": self.dispatched, "model": served_by,
@@ -130,7 +132,7 @@ class EngineLoopHost:
             return dict(value.get("payload") or {})
         self.seg.require_live(f"decision {name!r}", scope)
         await self.seg.append(
-            JournalEntry(
+            lean_entry(
                 kind="decision",
                 scope=scope,
                 key=key,
@@ -154,7 +156,7 @@ class EngineLoopHost:
             ordinal = self.seg.index.next_ordinal(scope, key)
             human = f"approval:{self.agent_seq}:{tool}:{ordinal}"
             entry = await self.seg.append(
-                JournalEntry(
+                lean_entry(
                     kind="approval",
                     scope=scope,
                     key=key,
@@ -220,7 +222,7 @@ class EngineLoopHost:
             self._call_base[event.call] = hooks.cost_usd
         elif isinstance(event, ModelEnd):
             update["cost_usd"] = max(0.0, hooks.cost_usd - self._call_base.pop(event.call, hooks.cost_usd))
-        return event.model_copy(update=update)
+        return stamp_event(event, update)
 
     async def sleep(self, seconds: float) -> None:
         await self.seg.engine.sleep(seconds)
