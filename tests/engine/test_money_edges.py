@@ -319,19 +319,22 @@ async def test_the_tree_token_ceiling_halting_the_tree_settles_exhausted(tmp_pat
     await engine.close()
 
 
+async def agents_until_refused(ctx: tether.Ctx, attempts: int) -> int:
+    """Up to `attempts` 0.02 USD agents, stopping at the first budget refusal; how many were paid."""
+    for i in range(attempts):
+        try:
+            await ctx.agent(f"c{i}", est_cost=0.02)
+        except tether.BudgetExhaustedError:
+            return i
+    return attempts
+
+
 async def test_a_child_whose_sub_account_ran_out_is_exhausted_while_its_parent_is_not(tmp_path: Path) -> None:
     engine = engine_on(f"sqlite:///{tmp_path}/t.db", priced())
 
     @tether.workflow(name="child")
     async def child(ctx: tether.Ctx) -> int:
-        n = 0
-        for i in range(5):
-            try:
-                await ctx.agent(f"c{i}", est_cost=0.02)
-            except tether.BudgetExhaustedError:
-                break
-            n += 1
-        return n
+        return await agents_until_refused(ctx, 5)
 
     @tether.workflow(name="parent")
     async def parent(ctx: tether.Ctx) -> Any:
@@ -378,14 +381,7 @@ async def test_a_child_whose_spend_reaches_the_parents_own_ceiling_makes_the_par
 
     @tether.workflow(name="child")
     async def child(ctx: tether.Ctx) -> int:
-        n = 0
-        for i in range(10):
-            try:
-                await ctx.agent(f"c{i}", est_cost=0.02)
-            except tether.BudgetExhaustedError:
-                break
-            n += 1
-        return n
+        return await agents_until_refused(ctx, 10)
 
     @tether.workflow(name="parent")
     async def parent(ctx: tether.Ctx) -> Any:
