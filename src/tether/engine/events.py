@@ -30,7 +30,8 @@ class EventStream:
     def __init__(self, run_id: str, sinks: Sequence[EventSink] = ()) -> None:
         self.run_id = run_id
         self._events: list[Event | _Kept] = []
-        """Every event so far: as emitted, or kept as its field values (`_keep`) to be rebuilt when read."""
+        """Every event so far: as emitted, or kept as its field values (`_Shared.keep`) to be rebuilt when read."""
+        self._shared = _Shared()
         self._closed = False
         self._waiters: set[asyncio.Event] = set()
         self._callbacks: list[tuple[str | type[BaseEvent], Callable[[Any], Any]]] = []
@@ -59,7 +60,7 @@ class EventStream:
             frame = CURRENT_FRAME.get(None)
             stamp["span_id"] = frame.span_id if frame is not None else "run"
         stamped = cast(Event, stamp_event(event, stamp))
-        self._events.append(_keep(stamped))
+        self._events.append(self._shared.keep(stamped))
         for sink in self._sinks:
             try:
                 sink.emit(stamped)
@@ -127,18 +128,23 @@ class _Kept(NamedTuple):
     fields_set: frozenset[str]
 
 
-_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
-_SETS: dict[frozenset[str], frozenset[str]] = {}
+class _Shared:
+    """One stream's interned field-name tuples and field sets: every event of a type shares them."""
 
+    __slots__ = ("names", "sets")
 
-def _keep(event: Event) -> Event | _Kept:
-    state = event.__dict__
-    if event.__pydantic_extra__ or event.__pydantic_private__:
-        return event  # nothing the envelope declares has either; kept as it is if one ever does
-    names = tuple(state)
-    names = _NAMES.setdefault(names, names)
-    fields_set = frozenset(event.__pydantic_fields_set__)
-    return _Kept(type(event), names, tuple(state.values()), _SETS.setdefault(fields_set, fields_set))
+    def __init__(self) -> None:
+        self.names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.sets: dict[frozenset[str], frozenset[str]] = {}
+
+    def keep(self, event: Event) -> Event | _Kept:
+        state = event.__dict__
+        if event.__pydantic_extra__ or event.__pydantic_private__:
+            return event  # nothing the envelope declares has either; kept as it is if one ever does
+        names = tuple(state)
+        names = self.names.setdefault(names, names)
+        fields_set = frozenset(event.__pydantic_fields_set__)
+        return _Kept(type(event), names, tuple(state.values()), self.sets.setdefault(fields_set, fields_set))
 
 
 def _event(kept: Event | _Kept) -> Event:
