@@ -25,6 +25,11 @@ def script(request: ChatRequest) -> Reply:
 
 async def main(url: str, run_id: str, mode: str, log: str, kind: str) -> None:
     tool = tether.tool(executor="subprocess", idempotent=(kind == "idempotent"), timeout_s=30)(ledger_tools.effect)
+    await drive(url, run_id, mode, tool)
+
+
+async def drive(url: str, run_id: str, mode: str, tool: tether.Tool) -> None:
+    """Run (or resume) one agent that calls `tool` once, and print its outcome as JSON."""
     model = tether.models.fake("fake", script=script)
     engine = tether.Engine(models=[model], routing={"loop": "fake:m"}, store=url)
 
