@@ -29,7 +29,7 @@ from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
 from tether.engine.replay_events import ReplayFacts
-from tether.engine.tree import CapLabel, Refusal, lean_entry, refusal_error
+from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import content_key, schema_hash, to_jsonable
 from tether.journal.scope import agent_segment, join
 from tether.mcp.source import ToolLike, resolve_tools, toolset_changes, toolset_record
@@ -191,7 +191,7 @@ class AgentCall:
         except BudgetExhaustedError as exc:
             self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
-                await seg.append(lean_entry(
+                await seg.append(seg.tree.entry(
                     kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
                     label="budget-refusal", phase=frame.phase, started_at=seg.engine.clock(),
                     value={"decision": "budget-refusal", "account": exc.data.get("account"), "message": exc.message,
@@ -326,7 +326,7 @@ class AgentCall:
 
     def _running_entry(self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str) -> JournalEntry:
         seg = self.seg
-        return lean_entry(
+        return self.seg.tree.entry(
             kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
             label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
             agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(),
@@ -358,7 +358,7 @@ class AgentCall:
     def _terminal(self, frame: Frame, running: JournalEntry, result: AgentResult, hooks: AccountHooks) -> JournalEntry:
         error = result.error.model_dump(exclude_none=True) if result.error else None
         memoized = result.status == "limit" or (result.error is not None and result.error.kind in MEMOIZED_ERROR_KINDS)
-        return lean_entry(
+        return self.seg.tree.entry(
             kind="agent",
             ref=running.seq,
             scope=running.scope,

@@ -21,7 +21,6 @@ from tether.contracts.events import (
 from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
 from tether.engine.events import stamp_event
 from tether.engine.frame import CURRENT_FRAME, Frame
-from tether.engine.tree import lean_entry
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import AgentSpend, agent_spend, draw_range, is_draw
 
@@ -94,7 +93,7 @@ class EngineLoopHost:
         if self.seg.dry_run:
             return
         worst = self.hooks.worst_case_usd(served_by, est_input, max_output)
-        await self.seg.append(lean_entry(
+        await self.seg.append(self.seg.tree.entry(
             kind="decision", scope=self.frame.scope, label="dispatch", agent_id=self.running.agent_id,
             started_at=self.seg.engine.clock(),
             value={"decision": "dispatch", "call": self.dispatched, "model": served_by,
@@ -132,7 +131,7 @@ class EngineLoopHost:
             return dict(value.get("payload") or {})
         self.seg.require_live(f"decision {name!r}", scope)
         await self.seg.append(
-            lean_entry(
+            self.seg.tree.entry(
                 kind="decision",
                 scope=scope,
                 key=key,
@@ -156,7 +155,7 @@ class EngineLoopHost:
             ordinal = self.seg.index.next_ordinal(scope, key)
             human = f"approval:{self.agent_seq}:{tool}:{ordinal}"
             entry = await self.seg.append(
-                lean_entry(
+                self.seg.tree.entry(
                     kind="approval",
                     scope=scope,
                     key=key,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal
 
 from tether.budget.accounts import Account, Hold
@@ -40,13 +42,39 @@ class Containment:
                 raise ConfigError(f"Containment.{name} must be at least 1, got {getattr(self, name)}")
 
 
-def lean_entry(**fields: Any) -> JournalEntry:
-    """A `JournalEntry` of the fields that are set: the ones left None are stored as absent anyway.
+class LeanEntries:
+    """Builds one segment's entries compactly: the same validated model, in about a quarter of the memory.
 
-    Its bytes are the same; it validates fewer fields and keeps a smaller `model_fields_set`, which
-    for an entry of 20-odd fields is a 2 KB set, and a run keeps every entry it wrote in its index.
+    A run keeps every entry it wrote in its index (four an agent), so their size is most of what a
+    finished agent leaves behind. Three things make an entry small, none of which changes a byte it
+    serializes to or a value it compares by:
+    - only the fields that are set are passed (a field left None is stored as absent anyway), so it
+      validates fewer;
+    - its values are copied, in field order, into a new instance attribute by attribute, so CPython
+      keeps them inline with the keys every entry shares, instead of in the 800-byte dict pydantic
+      assigns;
+    - its `model_fields_set` is the one set every entry of that shape shares (this segment's table). The
+      shared sets already hold `seq`, which the segment assigns in place when it numbers an entry (the
+      one mutation entries see), so that assignment adds nothing to a set other entries hold.
     """
-    return JournalEntry(**{k: v for k, v in fields.items() if v is not None})
+
+    __slots__ = ("_sets",)
+
+    def __init__(self) -> None:
+        self._sets: dict[frozenset[str], set[str]] = {}
+
+    def __call__(self, **fields: Any) -> JournalEntry:
+        validated = JournalEntry(**{k: v for k, v in fields.items() if v is not None})
+        names = validated.__pydantic_fields_set__
+        names.add("seq")
+        state = validated.__dict__
+        entry = JournalEntry.__new__(JournalEntry)
+        put = object.__setattr__
+        deque(map(put, repeat(entry), state.keys(), state.values()), maxlen=0)
+        put(entry, "__pydantic_fields_set__", self._sets.setdefault(frozenset(names), names))
+        put(entry, "__pydantic_extra__", validated.__pydantic_extra__)
+        put(entry, "__pydantic_private__", validated.__pydantic_private__)
+        return entry
 
 
 class Refusal(Exception):
@@ -82,6 +110,8 @@ class Tree:
         self.turn_of: dict[int, int] = {}
         self.working: dict[int, int] = {}
         self.peak: dict[int, int] = {}
+        self.entry = LeanEntries()
+        """How this segment's engine code builds its entries (`tree.entry(kind=..., ...)`)."""
 
     def slots(self, depth: int) -> asyncio.Semaphore:
         """The FIFO queue of one depth level: waits only run downward, so parents never deadlock."""
@@ -123,7 +153,7 @@ class Tree:
     def event(self, scope: str = "", key: str = "", **fields: object) -> JournalEntry:
         """A `tree` fact for the audit (journaled, folded by `engine.agent_events`)."""
         ev = AgentEvent.model_validate(fields)
-        return lean_entry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
+        return self.entry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
                             started_at=self.seg.engine.clock())
 
     def draw(
@@ -145,7 +175,7 @@ class Tree:
         row = AgentEvent(agent_id=agent_id, step=step, kind="budget_draw", tokens=tokens,
                          remaining=self.remaining_tokens(), usd=round(usd, 10), remaining_usd=self.seg.root.remaining())
         # The row's fields, then the envelope's extras (in this order: the stored bytes are as before).
-        self.seg.stage(lean_entry(
+        self.seg.stage(self.entry(
             kind="tree", label="budget_draw", value=row.model_dump(exclude_none=True),
             started_at=self.seg.engine.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
             through=calls[1], input_overhead=input_overhead or None,
