@@ -14,6 +14,7 @@ from tether.agents.history import project_history
 from tether.agents.host import AgentSpec, LoopHost, ResolvedModel
 from tether.agents.state import LoopState
 from tether.agents.structured import StructuredTier, plan
+from tether.contracts.compact import compact
 from tether.contracts.errors import BudgetExhaustedError
 from tether.contracts.events import AgentStream, ModelEnd, ModelStart
 from tether.contracts.messages import ChatRequest, Message, OutputFormat, RawPart, TextPart, ToolCallPart, ToolSpec
@@ -127,7 +128,7 @@ def _request(
         fields["effort"] = effort
     if max_output_tokens is not None:
         fields["max_output_tokens"] = max_output_tokens
-    return ChatRequest(**fields)
+    return compact(ChatRequest(**fields))  # values inline: the adapter holds it for the whole call
 
 
 _Parts = tuple[tuple[Message, ...], tuple[ToolSpec, ...], str, OutputFormat | None, StructuredTier]

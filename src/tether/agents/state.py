@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tether.contracts.compact import compact
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
 from tether.contracts.stream import FinishReason
 from tether.contracts.usage import ZERO_USAGE, Usage
@@ -77,4 +78,6 @@ class LoopState(BaseModel):
 
     @classmethod
     def start(cls, prompt: str) -> LoopState:
-        return cls(messages=[Message.text("user", prompt)])
+        # Compact (values inline): a run with 10,000 agents in flight holds 10,000 of these.
+        state = cls(messages=[Message.text("user", prompt)], tool_budget=compact(ToolBudgetState()))
+        return compact(state, fields_set={"messages"})

@@ -1,0 +1,53 @@
+"""`compact(model)` is the same model: equal, same dump, same set fields and extras, mutable as before."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict
+
+from tether.agents.state import LoopState
+from tether.contracts.compact import compact
+from tether.contracts.messages import Message
+from tether.contracts.usage import Usage
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    a: int = 0
+    b: list[int] = []
+    c: str | None = None
+
+
+class _Slotted(_Open):
+    __slots__ = ("side",)
+
+
+@given(st.integers(), st.lists(st.integers(), max_size=3), st.none() | st.text(max_size=4),
+       st.dictionaries(st.sampled_from(["x", "y"]), st.integers(), max_size=2))
+def test_compact_is_the_same_model(a: int, b: list[int], c: str | None, extra: dict[str, int]) -> None:
+    model = _Open(a=a, b=b, **({"c": c} if c is not None else {}), **extra)
+    small = compact(model)
+    assert small == model and small is not model
+    assert small.model_dump() == model.model_dump()
+    assert small.model_dump_json() == model.model_dump_json()
+    assert small.model_fields_set == model.model_fields_set
+    assert small.model_extra == model.model_extra
+    small.a = a + 1  # assignment still goes through pydantic
+    assert small.a == a + 1 and "a" in small.model_fields_set
+
+
+def test_a_model_with_slots_of_its_own_is_returned_unchanged() -> None:
+    model = _Slotted(a=1)
+    assert compact(model) is model
+
+
+def test_compact_loop_state_and_messages_round_trip_as_before() -> None:
+    state = LoopState.start("hello")
+    assert state.model_fields_set == {"messages"}
+    assert LoopState.model_validate_json(state.model_dump_json()) == state
+    state.turns += 1
+    state.tool_budget.units_used = 2.0
+    assert LoopState.model_validate_json(state.model_dump_json()) == state
+    assert Message.text("user", "hi") == Message(role="user", parts=Message.text("user", "hi").parts)
+    assert compact(Usage(input_tokens=3)) + Usage(output_tokens=1) == Usage(input_tokens=3, output_tokens=1)
