@@ -51,3 +51,16 @@ def test_compact_loop_state_and_messages_round_trip_as_before() -> None:
     assert LoopState.model_validate_json(state.model_dump_json()) == state
     assert Message.text("user", "hi") == Message(role="user", parts=Message.text("user", "hi").parts)
     assert compact(Usage(input_tokens=3)) + Usage(output_tokens=1) == Usage(input_tokens=3, output_tokens=1)
+
+
+@given(st.lists(st.integers(0, 50), min_size=10, max_size=10), st.booleans())
+def test_usage_minus_is_the_count_by_count_difference(counts: list[int], approximate: bool) -> None:
+    a = Usage(input_tokens=counts[0], output_tokens=counts[1], cache_read_tokens=counts[2],
+              cache_write_tokens=counts[3], reasoning_tokens=counts[4], approximate=approximate)
+    b = Usage(input_tokens=counts[5], output_tokens=counts[6], cache_read_tokens=counts[7],
+              cache_write_tokens=counts[8], reasoning_tokens=counts[9])
+    expected = Usage(**{name: max(0, getattr(a, name) - getattr(b, name)) for name in
+                        ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                         "reasoning_tokens")}, approximate=a.approximate)
+    assert a.minus(b) == expected
+    assert a.minus(Usage()) is a

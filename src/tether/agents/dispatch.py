@@ -383,7 +383,7 @@ class Dispatcher:
                 msg = "stream ended without a terminal event"
                 out.terminal = StreamError(kind="transport", message=msg, retryable=True)
         total = out.usage = self._call_usage(out)
-        self._feed(model, meter, _minus(total, out.fed))
+        self._feed(model, meter, total.minus(out.fed))
         self._account(model, total)
         return out
 
@@ -473,25 +473,13 @@ class Dispatcher:
         parts: list[Any] = list(out.raw)
         text = "".join(out.text)
         if text:
-            parts.append(TextPart(text=text))
+            parts.append(compact(TextPart(text=text)))
         ordered = [] if reason == "max_tokens" else sorted(out.calls, key=lambda c: c.index)
         parts += [
             ToolCallPart(id=f"call_{turn}_{i}", name=c.name, args=dict(c.args))
             for i, c in enumerate(ordered)
         ]
-        return Message(role="assistant", parts=tuple(parts))
-
-
-def _minus(total: Usage, fed: Usage) -> Usage:
-    """What the settled total adds over the live deltas already fed (never negative)."""
-    return Usage(
-        input_tokens=max(0, total.input_tokens - fed.input_tokens),
-        output_tokens=max(0, total.output_tokens - fed.output_tokens),
-        cache_read_tokens=max(0, total.cache_read_tokens - fed.cache_read_tokens),
-        cache_write_tokens=max(0, total.cache_write_tokens - fed.cache_write_tokens),
-        reasoning_tokens=max(0, total.reasoning_tokens - fed.reasoning_tokens),
-        approximate=total.approximate,
-    )
+        return compact(Message(role="assistant", parts=tuple(parts)))  # values inline: the transcript keeps it
 
 
 def _declined(model: ResolvedModel, reason: FinishReason, text: str) -> str:

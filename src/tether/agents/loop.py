@@ -24,6 +24,7 @@ from tether.agents.structured import (
 )
 from tether.agents.tool_budget import ToolBudgetGate
 from tether.agents.toolcalls import ToolRunner
+from tether.contracts.compact import compact
 from tether.contracts.errors import BudgetExhaustedError, ConfigError
 from tether.contracts.events import AgentEnd, AgentFailed, AgentStart, SchemaIssue, SchemaRetry
 from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -358,7 +359,7 @@ class _AgentLoop:
         self.stop_reason = reason or status
         state = self.state
         limited = status == "limit" and self.stop_reason == "tool-budget"
-        return AgentResult(
+        return compact(AgentResult(  # values inline: held until the terminal is durable, at 10,000 agents too
             status=status,
             output=output,
             usage=state.usage,
@@ -368,7 +369,7 @@ class _AgentLoop:
             finish_reason=state.finish_reason,
             error=error,
             tool_budget=self.gate.summary(limited=limited),
-        )
+        ))
 
 
 def _issue(issue: Issue) -> SchemaIssue:

@@ -44,6 +44,19 @@ class Usage(BaseModel):
             fields["approximate"] = True
         return Usage(**fields)
 
+    def minus(self, other: Usage) -> Usage:
+        """What this usage adds over `other`, count by count, never negative (`approximate` is this one's)."""
+        if other.is_empty():
+            return self  # frozen: nothing was taken away, so this very instance is the answer
+        fields: dict[str, Any] = {}  # only what is set, as in `__add__`
+        for name in _COUNTS:
+            n = getattr(self, name) - getattr(other, name)
+            if n > 0:
+                fields[name] = n
+        if self.approximate:
+            fields["approximate"] = True
+        return Usage(**fields) if fields else ZERO_USAGE
+
     def is_empty(self) -> bool:
         """No tokens of any kind (`approximate` aside)."""
         return not (self.input_tokens or self.output_tokens or self.cache_read_tokens or self.cache_write_tokens
