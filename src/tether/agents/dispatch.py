@@ -14,7 +14,6 @@ from tether.agents.history import project_history
 from tether.agents.host import AgentSpec, LoopHost, ResolvedModel
 from tether.agents.state import LoopState
 from tether.agents.structured import StructuredTier, plan
-from tether.contracts.compact import compact
 from tether.contracts.errors import BudgetExhaustedError
 from tether.contracts.events import AgentStream, ModelEnd, ModelStart
 from tether.contracts.messages import ChatRequest, Message, OutputFormat, RawPart, TextPart, ToolCallPart, ToolSpec
@@ -128,7 +127,7 @@ def _request(
         fields["effort"] = effort
     if max_output_tokens is not None:
         fields["max_output_tokens"] = max_output_tokens
-    return compact(ChatRequest(**fields))  # values inline: the adapter holds it for the whole call
+    return ChatRequest(**fields)
 
 
 _Parts = tuple[tuple[Message, ...], tuple[ToolSpec, ...], str, OutputFormat | None, StructuredTier]
@@ -473,13 +472,13 @@ class Dispatcher:
         parts: list[Any] = list(out.raw)
         text = "".join(out.text)
         if text:
-            parts.append(compact(TextPart(text=text)))
+            parts.append(TextPart(text=text))
         ordered = [] if reason == "max_tokens" else sorted(out.calls, key=lambda c: c.index)
         parts += [
             ToolCallPart(id=f"call_{turn}_{i}", name=c.name, args=dict(c.args))
             for i, c in enumerate(ordered)
         ]
-        return compact(Message(role="assistant", parts=tuple(parts)))  # values inline: the transcript keeps it
+        return Message(role="assistant", parts=tuple(parts))
 
 
 def _declined(model: ResolvedModel, reason: FinishReason, text: str) -> str:
