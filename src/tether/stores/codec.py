@@ -185,34 +185,40 @@ def _shape(keys: tuple[str, ...], types: tuple[type, ...]) -> tuple[str, ...] | 
     return tuple(extras) if "kind" in keys else None
 
 
-def _all_plain(parsed: list[Any]) -> bool:
-    """Whether every parsed entry is a dict of fields only (no extras), each member of an exact type
-    its field takes, with a known kind and status. Checked a column at a time: the loops run in C."""
+def _plain_keys(parsed: list[Any]) -> list[tuple[str, ...]] | None:
+    """Each parsed entry's member names, if every entry is a dict of fields only (no extras), each member
+    of an exact type its field takes, with a known kind and status; else None. Checked a column at a
+    time: the loops run in C."""
     if set(map(type, parsed)) != {dict}:
-        return False
-    signatures = set(zip(map(tuple, parsed), map(tuple, map(map, repeat(type), map(dict.values, parsed))),
-                         strict=True))
-    for sig in signatures:  # a journal has a few dozen shapes however long it is
+        return None
+    keys = list(map(tuple, parsed))
+    types = map(tuple, map(map, repeat(type), map(dict.values, parsed)))
+    for sig in set(zip(keys, types, strict=True)):  # a journal has a few dozen shapes however long it is
         extras = _shape(*sig)
         if extras is None or extras:
-            return False
-    return set(map(_KIND, parsed)) <= _KINDS and set(map(_STATUS, parsed)) <= _STATUSES
+            return None
+    if set(map(_KIND, parsed)) <= _KINDS and set(map(_STATUS, parsed)) <= _STATUSES:
+        return keys
+    return None
 
 
 _KIND = operator.methodcaller("get", "kind")
 _STATUS = operator.methodcaller("get", "status")
 
 
-def _build_plain(parsed: list[dict[str, Any]]) -> list[JournalEntry]:
-    """`_build` for entries `_all_plain` accepted, a column at a time (each step one C loop over all)."""
+def _build_plain(parsed: list[dict[str, Any]], keys: list[tuple[str, ...]]) -> list[JournalEntry]:
+    """`_build` for entries `_plain_keys` accepted (`keys`: what it returned), a column at a time (each
+    step one C loop over all). Entries of one shape get copies of one fields-set built for this load:
+    copying a set reuses its hashes, where building one from each entry's keys hashes them again."""
     n = len(parsed)
     entries: list[JournalEntry] = list(map(object.__new__, repeat(JournalEntry, n)))
     values = list(map(dict.copy, repeat(_TEMPLATE, n)))
     consume = deque[Any](maxlen=0).extend
     consume(map(dict.update, values, parsed))
+    fields_set = {shape: set(shape) for shape in set(keys)}  # this load's, never shared with the entries
     setattr_ = object.__setattr__
     consume(map(setattr_, entries, repeat("__dict__"), values))
-    consume(map(setattr_, entries, repeat("__pydantic_fields_set__"), map(set, parsed)))
+    consume(map(setattr_, entries, repeat("__pydantic_fields_set__"), map(set.copy, map(fields_set.__getitem__, keys))))
     consume(map(setattr_, entries, repeat("__pydantic_extra__"), map(dict.copy, repeat({}, n))))
     consume(map(setattr_, entries, repeat("__pydantic_private__"), repeat(None, n)))
     return entries
@@ -220,8 +226,6 @@ def _build_plain(parsed: list[dict[str, Any]]) -> list[JournalEntry]:
 
 def _build(parsed: list[Any]) -> list[JournalEntry | None]:
     """Entries built directly from parsed members; None where pydantic must validate the entry."""
-    if _all_plain(parsed):
-        return list(_build_plain(parsed))
     new, setattr_ = object.__new__, object.__setattr__
     template, kinds, statuses = _TEMPLATE, _KINDS, _STATUSES
     shapes: dict[_Shape, tuple[str, ...] | None] = {}  # this load's shapes, each classified once
@@ -316,9 +320,12 @@ def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
         parsed = from_json(joined, allow_inf_nan=False)
     except ValueError:
         return _validated(joined)  # pydantic's own reading decides (and refuses what it must)
-    built = _build(parsed) if type(parsed) is list and len(parsed) == len(bodies) else None
-    if built is None:
+    if type(parsed) is not list or len(parsed) != len(bodies):
         return _validated(joined)
+    plain = _plain_keys(parsed)
+    if plain is not None:
+        return _build_plain(parsed, plain)  # every entry plain: the common case
+    built = _build(parsed)
     rest = [i for i, entry in enumerate(built) if entry is None]
     if rest:
         checked = _validated(b"[" + b",".join([bodies[i] for i in rest]) + b"]")
