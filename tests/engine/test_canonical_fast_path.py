@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -81,3 +82,33 @@ def test_the_incremental_input_estimate_is_the_whole_requests_canonical_size(
     later = ChatRequest(model="m", messages=(*messages, *[Message.text("user", f"more {i}") for i in range(grown)]),
                         tools=tools)
     assert estimate_input_tokens(later, sizes) == whole(later)  # cached sizes, same answer
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(max_size=16) | st.text(st.characters(), max_size=16))
+def test_a_steps_key_is_the_content_key_of_its_identity(name: str) -> None:
+    from tether.journal.canonical import content_key, step_key
+
+    identity = {"kind": "step", "key": name, "deps": []}
+    try:
+        expected = content_key(identity)
+    except NonSerializableValueError:  # a lone surrogate: refused the same way
+        with pytest.raises(NonSerializableValueError):
+            step_key(name)
+        return
+    assert step_key(name) == expected
+    assert expected == hashlib.sha256(rfc8785.dumps(identity)).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["", "s1", 'q"\\\n\x00\x1f', "é\u2028\U0001f600", "\ud800", 7, None])
+def test_a_steps_key_edge_names(name: Any) -> None:
+    from tether.journal.canonical import content_key, step_key
+
+    identity = {"kind": "step", "key": name, "deps": []}
+    try:
+        expected = content_key(identity)
+    except NonSerializableValueError:
+        with pytest.raises(NonSerializableValueError):
+            step_key(name)
+        return
+    assert step_key(name) == expected

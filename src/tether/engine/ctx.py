@@ -20,9 +20,9 @@ from tether.engine.agent_surface import AgentSurface
 from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import DroppedBranch, error_dict
-from tether.engine.segment import Abandoned, Segment
+from tether.engine.segment import Abandoned, Lookup, Segment
 from tether.engine.workflow import Workflow, as_workflow
-from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.canonical import content_key, step_key, to_jsonable
 from tether.journal.cost import spent_under
 from tether.journal.scope import child_segment, join, parallel_segment
 
@@ -116,12 +116,12 @@ class Ctx(AgentSurface):
     async def step(self, label: str, fn: Callable[[], Any], *, key: str | None = None, deps: Sequence[Any] = ()) -> Any:
         """Run `fn` once; after it completed, resumes serve its journaled result."""
         frame = CURRENT_FRAME.get()
-        k = content_key({"kind": "step", "key": key or label, "deps": to_jsonable(list(deps)) if deps else []})
-        found = self._seg.lookup(frame.scope, k)
-        if found.action == "replay":
-            terminal = found.match.terminal if found.match is not None else None
-            assert terminal is not None
-            return _revalidate(fn, terminal.value) if getattr(fn, "__annotations__", None) else terminal.value
+        name = key or label
+        k = content_key({"kind": "step", "key": name, "deps": to_jsonable(list(deps))}) if deps else step_key(name)
+        found = self._seg.replayed(frame.scope, k)
+        if not isinstance(found, Lookup):  # the journaled terminal to replay
+            return _revalidate(fn, found.value) if getattr(fn, "__annotations__", None) else found.value
+        assert found.action != "replay"  # (a replay without a terminal: a journal no step writes)
         self._seg.require_live(f"step {label!r}", frame.scope)
         running = found.running or await self._seg.append(self._entry(frame, "step", k, status="running", label=label))
         try:

@@ -331,13 +331,32 @@ class Segment:
         if m is None:
             self.stats.misses += 1
             return Lookup(None, None)
-        action = disposition(m.entry, m.terminal, abandoned=m.abandoned)
+        return self._decided(scope, m, disposition(m.entry, m.terminal, abandoned=m.abandoned))
+
+    def replayed(self, scope: str, key: str) -> JournalEntry | Lookup:
+        """`lookup`, but a call that replays a terminal gets that terminal itself (no `Match`, no `Lookup`:
+        this runs once per replayed host step); any other outcome is the `Lookup` `lookup` returns."""
+        taken = self.index.take(scope, key)
+        if taken is None:
+            self.stats.misses += 1
+            return Lookup(None, None)
+        entry, terminal, abandoned = taken
+        action = disposition(entry, terminal, abandoned=abandoned)
+        if action == "replay" and terminal is not None:
+            self._hit()
+            return terminal
+        return self._decided(scope, Match(entry, terminal, abandoned), action)
+
+    def _hit(self) -> None:
+        # `stats.hits += 1` as pydantic's own setattr does it (value, then fields set), minus its two
+        # Python frames: this runs once per replayed call.
+        stats = self.stats
+        stats.__dict__["hits"] += 1
+        stats.__pydantic_fields_set__.add("hits")
+
+    def _decided(self, scope: str, m: Match, action: Disposition) -> Lookup:
         if action == "replay":
-            # `stats.hits += 1` as pydantic's own setattr does it (value, then fields set), minus its
-            # two Python frames: this runs once per replayed call.
-            stats = self.stats
-            stats.__dict__["hits"] += 1
-            stats.__pydantic_fields_set__.add("hits")
+            self._hit()
         elif action == "skip":
             self.stats.skipped += 1
             raise Abandoned(scope, m.entry.seq)

@@ -128,6 +128,8 @@ def _make_encoder() -> Callable[[Any], str]:
 
 
 _ENCODE = _make_encoder()
+_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring
+"""How `_ENCODE` writes a string (quoted, escaped as RFC 8785 escapes, the rest left as it is)."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -157,6 +159,25 @@ def sha256_hex(data: bytes) -> str:
 def content_key(identity: Any) -> str:
     """sha256 hex of the canonical JSON of an identity object."""
     return hashlib.sha256(canonical_json(identity)).hexdigest()  # sha256_hex, inlined (every replayed call)
+
+
+_STEP_HEAD, _STEP_TAIL = b'{"deps":[],"key":', b',"kind":"step"}'
+
+
+def step_key(name: str) -> str:
+    """`content_key({"kind": "step", "key": name, "deps": []})`: the key of a step without deps.
+
+    Its canonical bytes are `{"deps":[],"key":<name>,"kind":"step"}` (RFC 8785 sorts the members), so
+    they are written without walking a dict; a string `canonical_json` would hand to rfc8785 (one
+    with a lone surrogate) and anything not a string take `content_key` itself. A property test holds
+    the two equal.
+    """
+    if type(name) is str:
+        try:
+            return hashlib.sha256(_STEP_HEAD + _ENCODE_STR(name).encode() + _STEP_TAIL).hexdigest()
+        except UnicodeEncodeError:
+            pass
+    return content_key({"kind": "step", "key": name, "deps": []})
 
 
 _ANNOTATION_KEYWORDS = frozenset({"title", "description", "examples", "default", "$comment"})

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, eq, is_not, or_
+from operator import attrgetter, eq, gt, is_not, or_, truth
 
 from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, TWO_PHASE_KINDS, JournalEntry
 from tether.journal.scope import is_under
@@ -20,8 +20,10 @@ from tether.journal.scope import is_under
 REF_KINDS = frozenset({"resolution", "abandon"})
 SUSPENSION_KINDS = frozenset({"external", "approval"})
 _DECISION_KINDS = frozenset({"decision", "tree"})
-_SEQ, _KIND, _AGENT_ID, _HASH_VERSION = (attrgetter(n) for n in ("seq", "kind", "agent_id", "hash_version"))
-_MATCHED_BY = attrgetter("key", "ref", "scope", "ordinal")
+_SEQ, _KIND, _AGENT_ID, _HASH_VERSION, _REF, _KEY = (
+    attrgetter(n) for n in ("seq", "kind", "agent_id", "hash_version", "ref", "key")
+)
+_SCOPE_KEY = attrgetter("scope", "key")
 
 
 @dataclass(slots=True)
@@ -57,13 +59,16 @@ class JournalIndex:
     _suspensions: list[JournalEntry] = field(default_factory=list)
     _candidates: dict[tuple[str, str], JournalEntry | list[JournalEntry]] = field(default_factory=dict)
     """Per (scope, key), its one unconsumed candidate, or several in reverse journal order."""
-    _max_ordinal: dict[tuple[str, str], int] = field(default_factory=dict)
+    _max_ordinal: dict[tuple[str, str], int] | None = None
+    """Per (scope, key), the highest ordinal journaled: folded from `entries` on first use."""
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # This runs over every journal entry on every resume: what can be a C loop over a column is one
-        # (seqs, kinds, the side lists, the hash-version check), and the one Python loop left binds
-        # everything locally and reads each entry's attributes once.
+        # This runs over every journal entry on every resume, so each fold is a C loop over a column
+        # (seqs, kinds, refs, keys; the side lists; the hash-version check; the first terminal of each
+        # dispatch; the candidates, when every (scope, key) has one) and only the rare entries (closers,
+        # keys with several candidates) take a Python loop. Ordinals are folded on first use: a resume
+        # that only replays never asks for one.
         entries = self.entries
         seqs = list(map(_SEQ, entries))
         assert None not in seqs
@@ -75,31 +80,47 @@ class JournalIndex:
         self.spend_entries.extend(compress(entries, agents))
         self.decision_entries.extend(compress(entries, map(_DECISION_KINDS.__contains__, kinds)))
         self._suspensions.extend(compress(entries, map(SUSPENSION_KINDS.__contains__, kinds)))
-        terminal_of, invalidated = self.terminal_of, self.invalidated
-        candidates, max_ordinal = self._candidates, self._max_ordinal
-        repeated: list[list[JournalEntry]] = []
-        for e, seq, kind, (key, ref, scope, ordinal) in zip(
-            entries, seqs, kinds, map(_MATCHED_BY, entries), strict=True
-        ):
-            if key:
-                k = (scope, key)
-                if ordinal > max_ordinal.get(k, -1):
-                    max_ordinal[k] = ordinal
-            if kind in REF_KINDS:
+        closing = list(map(REF_KINDS.__contains__, kinds))
+        has_ref = list(map(is_not, map(_REF, entries), repeat(None)))
+        keyed = list(map(truth, map(_KEY, entries)))
+        if any(closing):
+            for e in compress(entries, closing):
                 self._add_closer(e)
-            elif ref is not None:  # a terminal of a two-phase entry
-                if ref not in terminal_of and ref not in invalidated:
-                    terminal_of[ref] = e
-            elif key and seq not in invalidated:  # unkeyed facts are never matched
-                found = candidates.get(k)
-                if found is None:
-                    candidates[k] = e  # most keys have one candidate: no list for them
-                elif isinstance(found, list):
-                    found.append(e)
-                else:
-                    several = [found, e]
-                    candidates[k] = several
-                    repeated.append(several)
+            has_ref = list(map(gt, has_ref, closing))  # a terminal: has a ref and is not a closer
+            keyed = list(map(gt, keyed, closing))
+        # -- the first terminal of each dispatch (a terminal of an invalidated one is none) ----------
+        terminals = list(compress(entries, has_ref))
+        refs = list(map(_REF, terminals))
+        first = dict(zip(reversed(refs), reversed(terminals), strict=True))  # the last one set: the first
+        if self.invalidated:
+            deque(map(first.pop, self.invalidated, repeat(None)), maxlen=0)
+        if self.terminal_of:
+            first.update(self.terminal_of)  # ones given already win, as they would in journal order
+        self.terminal_of = first
+        # -- candidates: keyed dispatches and facts, never invalidated ones (unkeyed facts never match) --
+        candidate = map(gt, keyed, has_ref)  # keyed and not a terminal
+        if self.invalidated:
+            candidate = map(gt, candidate, map(self.invalidated.__contains__, seqs))
+        mask = list(candidate)
+        found = list(compress(entries, mask))
+        pairs = list(map(_SCOPE_KEY, found))
+        candidates = self._candidates
+        if not candidates:
+            candidates.update(zip(pairs, found, strict=True))
+            if len(candidates) == len(found):
+                return  # one candidate per (scope, key): the journal of most runs
+            candidates.clear()
+        repeated: list[list[JournalEntry]] = []
+        for k, e in zip(pairs, found, strict=True):
+            had = candidates.get(k)
+            if had is None:
+                candidates[k] = e  # most keys have one candidate: no list for them
+            elif isinstance(had, list):
+                had.append(e)
+            else:
+                several = [had, e]
+                candidates[k] = several
+                repeated.append(several)
         deque(map(list.reverse, repeated), maxlen=0)  # `match` pops the first from the end
 
     @classmethod
@@ -119,9 +140,11 @@ class JournalIndex:
             self.decision_entries.append(e)
         elif kind in SUSPENSION_KINDS:
             self._suspensions.append(e)
-        k = (e.scope, key)
-        if key and e.ordinal > self._max_ordinal.get(k, -1):
-            self._max_ordinal[k] = e.ordinal
+        ordinals = self._max_ordinal
+        if key and ordinals is not None:  # (not folded yet: the fold will read this entry too)
+            k = (e.scope, key)
+            if e.ordinal > ordinals.get(k, -1):
+                ordinals[k] = e.ordinal
         if kind in REF_KINDS:
             self._add_closer(e)
         elif e.ref is not None and e.ref not in self.terminal_of and e.ref not in self.invalidated:
@@ -168,8 +191,14 @@ class JournalIndex:
         candidates are consumed only here, in order, so what is left is exactly the unconsumed ones
         (appended entries are never candidates).
         """
+        taken = self.take(scope, key)
+        return None if taken is None else Match(*taken)
+
+    def take(self, scope: str, key: str) -> tuple[JournalEntry, JournalEntry | None, bool] | None:
+        """`match`, as the (entry, terminal, abandoned) it would hold: for a caller that needs no `Match`."""
         k = (scope, key)
-        found = self._candidates.get(k)
+        candidates = self._candidates
+        found = candidates.get(k)
         if found is None:
             return None
         if isinstance(found, list):
@@ -178,16 +207,24 @@ class JournalIndex:
             e = found.pop()
         else:
             e = found
-            del self._candidates[k]
+            del candidates[k]
         self.examined += 1
         terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
-        return Match(e, terminal, bool(self._abandon_roots) and self.is_abandoned(e))
+        return e, terminal, bool(self._abandon_roots) and self.is_abandoned(e)
 
     def next_ordinal(self, scope: str, key: str) -> int:
         """Ordinals continue after the highest one seen for (scope, key)."""
+        ordinals = self._max_ordinal
+        if ordinals is None:
+            ordinals = self._max_ordinal = {}
+            for e in self.entries:
+                if e.key:
+                    seen = (e.scope, e.key)
+                    if e.ordinal > ordinals.get(seen, -1):
+                        ordinals[seen] = e.ordinal
         k = (scope, key)
-        n = self._max_ordinal.get(k, -1) + 1
-        self._max_ordinal[k] = n
+        n = ordinals.get(k, -1) + 1
+        ordinals[k] = n
         return n
 
     def closer(self, seq: int) -> JournalEntry | None:

@@ -14,16 +14,14 @@ import gc
 import hashlib
 import json
 import operator
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from itertools import repeat
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError, from_json
+from pydantic_core import PydanticSerializationError
 
-from tether.contracts.entries import EntryKind, EntryStatus, JournalEntry
+from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
 
 CHECKSUM_DIGITS = 32
@@ -133,128 +131,6 @@ def _verified_body(raw: bytes) -> bytes | None:
     return body if checksum(body).encode() == raw[at + _MEMBER_LEN : n - 2] else None
 
 
-# -- the fast path: parse once, check each entry's member types exactly, build the models directly ----
-# Pydantic's validation of a 29-field model costs more than parsing the entry's JSON. Most entries hold
-# only fields whose validation is an exact type check (an int, a str, a known literal, any JSON for
-# `value`), so an entry whose every member is of the exact type the field accepts is built without
-# it: the model pydantic would build, field for field (values, field order, fields set, extras). Any
-# other entry (a nested `Usage`, an int where a float belongs, a type pydantic would coerce or refuse)
-# is validated by pydantic itself, so what is accepted and what is refused does not change.
-_NONE = type(None)
-_KINDS = frozenset(get_args(EntryKind))
-_STATUSES = frozenset(get_args(EntryStatus)) | {None}
-_EXACT: dict[str, frozenset[type] | None] = {
-    "seq": frozenset({int, _NONE}), "ref": frozenset({int, _NONE}), "scope": frozenset({str}),
-    "key": frozenset({str}), "ordinal": frozenset({int}), "kind": frozenset({str}),
-    "status": frozenset({str, _NONE}), "label": frozenset({str, _NONE}), "value": None,
-    "error": frozenset({dict, _NONE}), "served_by": frozenset({str, _NONE}),
-    "provider_calls": frozenset({int, _NONE}), "checkpoint_ref": frozenset({str, _NONE}),
-    "tool_budget": frozenset({dict, _NONE}), "memoized": frozenset({bool, _NONE}),
-    "cost_usd": frozenset({float, _NONE}), "phase": frozenset({str, _NONE}), "agent_id": frozenset({int, _NONE}),
-    "parent_agent_id": frozenset({int, _NONE}), "agent_type": frozenset({str, _NONE}),
-    "role": frozenset({str, _NONE}), "hash_version": frozenset({int}), "span_id": frozenset({str, _NONE}),
-    "started_at": frozenset({float, _NONE}), "ended_at": frozenset({float, _NONE}),
-}
-"""Per field, the exact member types an entry may hold there to skip pydantic (None: any JSON value).
-`kind` and `status` are further checked against their literals. A field missing here (`usage`,
-`usage_by_model`, any field added later) always goes through pydantic."""
-_FIELDS = JournalEntry.model_fields
-_TEMPLATE: dict[str, Any] = {name: None if f.is_required() else f.default for name, f in _FIELDS.items()}
-"""Every field in declaration order at its default (pydantic's `__dict__` of an entry that sets only
-`kind`, which every built entry sets). Only atomic values: so the dict, and each copy of it holding
-only atomic members, is one the cyclic collector does not track."""
-_FAST = all(
-    f.default_factory is None and type(f.default) in (_NONE, str, int, bool) for name, f in _FIELDS.items()
-    if name != "kind"
-) and JournalEntry.model_config.get("extra") == "allow" and not JournalEntry.__pydantic_post_init__
-"""Whether the fast path can build entries at all (immutable defaults: nothing pydantic would copy)."""
-_Shape = tuple[tuple[str, ...], tuple[type, ...]]
-"""An entry's member names and their types: entries of one shape are built the same way."""
-
-
-def _shape(keys: tuple[str, ...], types: tuple[type, ...]) -> tuple[str, ...] | None:
-    """The extras of entries with these members of these types, or None if pydantic must validate them."""
-    extras: list[str] = []
-    for name, t in zip(keys, types, strict=True):
-        if name not in _FIELDS:
-            extras.append(name)  # extra="allow": kept as parsed, like `value`
-            continue
-        accepted = _EXACT.get(name, frozenset())
-        if accepted is not None and t not in accepted:
-            return None
-    return tuple(extras) if "kind" in keys else None
-
-
-def _all_plain(parsed: list[Any]) -> bool:
-    """Whether every parsed entry is a dict of fields only (no extras), each member of an exact type
-    its field takes, with a known kind and status. Checked a column at a time: the loops run in C."""
-    if set(map(type, parsed)) != {dict}:
-        return False
-    signatures = set(zip(map(tuple, parsed), map(tuple, map(map, repeat(type), map(dict.values, parsed))),
-                         strict=True))
-    for sig in signatures:  # a journal has a few dozen shapes however long it is
-        extras = _shape(*sig)
-        if extras is None or extras:
-            return False
-    return set(map(_KIND, parsed)) <= _KINDS and set(map(_STATUS, parsed)) <= _STATUSES
-
-
-_KIND = operator.methodcaller("get", "kind")
-_STATUS = operator.methodcaller("get", "status")
-
-
-def _build_plain(parsed: list[dict[str, Any]]) -> list[JournalEntry]:
-    """`_build` for entries `_all_plain` accepted, a column at a time (each step one C loop over all)."""
-    n = len(parsed)
-    entries: list[JournalEntry] = list(map(object.__new__, repeat(JournalEntry, n)))
-    values = list(map(dict.copy, repeat(_TEMPLATE, n)))
-    consume = deque[Any](maxlen=0).extend
-    consume(map(dict.update, values, parsed))
-    setattr_ = object.__setattr__
-    consume(map(setattr_, entries, repeat("__dict__"), values))
-    consume(map(setattr_, entries, repeat("__pydantic_fields_set__"), map(set, parsed)))
-    consume(map(setattr_, entries, repeat("__pydantic_extra__"), map(dict.copy, repeat({}, n))))
-    consume(map(setattr_, entries, repeat("__pydantic_private__"), repeat(None, n)))
-    return entries
-
-
-def _build(parsed: list[Any]) -> list[JournalEntry | None]:
-    """Entries built directly from parsed members; None where pydantic must validate the entry."""
-    if _all_plain(parsed):
-        return list(_build_plain(parsed))
-    new, setattr_ = object.__new__, object.__setattr__
-    template, kinds, statuses = _TEMPLATE, _KINDS, _STATUSES
-    shapes: dict[_Shape, tuple[str, ...] | None] = {}  # this load's shapes, each classified once
-    out: list[JournalEntry | None] = []
-    for d in parsed:
-        if type(d) is not dict:
-            out.append(None)
-            continue
-        keys = tuple(d)
-        sig = (keys, tuple(map(type, d.values())))
-        try:
-            extras = shapes[sig]
-        except KeyError:
-            extras = shapes[sig] = _shape(*sig)
-        if extras is None or d["kind"] not in kinds or d.get("status") not in statuses:
-            out.append(None)
-            continue
-        entry = new(JournalEntry)
-        values = template.copy()
-        if extras:
-            extra = {name: d.pop(name) for name in extras}
-            values.update(d)
-        else:
-            extra = {}
-            values.update(d)
-        setattr_(entry, "__dict__", values)
-        setattr_(entry, "__pydantic_fields_set__", set(keys))
-        setattr_(entry, "__pydantic_extra__", extra)
-        setattr_(entry, "__pydantic_private__", None)
-        out.append(entry)
-    return out
-
-
 def _verified_bodies(raws: Sequence[bytes | str]) -> list[bytes] | None:
     """Every entry's bytes without its checksum member, if each has one and it matches; else None.
 
@@ -298,7 +174,15 @@ _SEQ = operator.attrgetter("seq")
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic collector paused while a journal is read: every object a load builds stays alive, so a
-    collection during it would only rescan them (and the journal already in memory) for nothing."""
+    collection during it would only rescan them (and the journal already in memory) for nothing.
+
+    When the read built many objects (a long journal), the collector then runs once over its two young
+    generations: left to itself it would scan those objects twice soon after (as the young generation
+    the moment it resumes, then again within ten collections as the middle one: 20 ms of a 10,000-step
+    resume), where one collection of both scans them once and ages them to the oldest generation,
+    where the journal of a running segment belongs. A collector the caller disabled (or set to
+    threshold 0) is left alone.
+    """
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -306,27 +190,16 @@ def gc_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+            young = gc.get_threshold()[0]  # 0: automatic collection is off, and stays off
+            if young and gc.get_count()[0] > 10 * young:
+                gc.collect(1)
 
 
 def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
-    joined = b"[" + b",".join(bodies) + b"]"
-    if not _FAST:
-        return _validated(joined)
-    try:
-        parsed = from_json(joined, allow_inf_nan=False)
-    except ValueError:
-        return _validated(joined)  # pydantic's own reading decides (and refuses what it must)
-    built = _build(parsed) if type(parsed) is list and len(parsed) == len(bodies) else None
-    if built is None:
-        return _validated(joined)
-    rest = [i for i, entry in enumerate(built) if entry is None]
-    if rest:
-        checked = _validated(b"[" + b",".join([bodies[i] for i in rest]) + b"]")
-        if checked is None:
-            return None
-        for i, entry in zip(rest, checked, strict=True):
-            built[i] = entry
-    return built  # type: ignore[return-value]  # every None was replaced above
+    # One pydantic call over the whole journal: it parses and builds every entry in Rust, which costs
+    # less than parsing in one call and building the models in Python (measured: 20,000 step entries
+    # 51 ms against 66 ms, agent entries with usage 98 ms against 196 ms).
+    return _validated(b"[" + b",".join(bodies) + b"]")
 
 
 def _validated(joined: bytes) -> list[JournalEntry] | None:
