@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from pathlib import Path
 from typing import Any
@@ -108,4 +109,64 @@ async def test_a_failed_group_commit_fails_every_caller_and_stops_the_segment(tm
         await engine.run(par, run_id="r")
     loaded = await store.load("r")
     assert [e.label for e in loaded if e.kind == "step"] == ["first", "first"]  # nothing after the failure
+    await engine.close()
+
+
+class SlowSqlite(CountingSqlite):
+    """Each journal write takes a while (so a caller can be cancelled while its commit is in flight)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.writing = asyncio.Event()
+
+    async def append_rows(self, run_id: str, rows: list[tuple[int, str]], lease: Any = None) -> list[int]:
+        self.writing.set()
+        await asyncio.sleep(0.2)
+        return await super().append_rows(run_id, rows, lease)
+
+
+async def test_a_caller_cancelled_while_its_commit_is_in_flight_sees_it_only_once_the_write_is_durable(
+    tmp_path: Path,
+) -> None:
+    """Every caller of a batch awaits the batch's one commit: cancelling one cancels neither the write
+    nor its siblings, and the cancelled caller wakes (cancelled) only after its entry is durable."""
+    from tether.engine.segment import AppendCancelled
+
+    path = tmp_path / "t.db"
+    store = SlowSqlite(path)
+    woke: dict[str, Any] = {}
+
+    @tether.workflow(name="par")
+    async def par(ctx: tether.Ctx) -> Any:
+        seg = handle._segment
+        assert seg is not None
+        await ctx.step("first", lambda: 1)  # the run's own entries are durable before the race
+
+        async def append(label: str) -> int:
+            from tether.contracts.entries import JournalEntry
+
+            entry = await seg.append(JournalEntry(kind="step", status="ok", scope="", key=label, label=label))
+            assert entry.seq is not None
+            return entry.seq
+
+        store.writing.clear()
+        victim = asyncio.ensure_future(append("victim"))
+        sibling = asyncio.ensure_future(append("sibling"))
+        await store.writing.wait()  # their one commit is being written now
+        victim.cancel()
+        try:
+            await victim
+        except AppendCancelled as exc:
+            woke["durable"] = await durable_seqs(path)
+            woke["seq"] = exc.stored.seq
+        woke["sibling"] = await sibling
+        return "ok"
+
+    engine = tether.Engine(store=store)
+    handle = engine.start(par, run_id="r")
+    out = await handle
+    assert out.status == "ok", out.error
+    assert woke["seq"] is not None and woke["seq"] in woke["durable"]  # cancelled only once durable
+    assert woke["sibling"] in woke["durable"]
+    assert any(woke["seq"] in c and woke["sibling"] in c for c in store.commits)  # one transaction
     await engine.close()

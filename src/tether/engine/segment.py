@@ -65,6 +65,18 @@ class Lookup:
         return self.match.entry if self.match and self.action == "redispatch" else None
 
 
+class _Commit(asyncio.Future[None]):
+    """A group commit's future, which every caller of the batch awaits directly.
+
+    Cancelling a waiting caller must never cancel the write, so `cancel()` refuses: the caller's task
+    then receives its `CancelledError` when the commit is done (as `asyncio.shield` plus a wait for the
+    write would arrange), and no caller allocates a shield of its own (one per agent in flight).
+    """
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
+
+
 @dataclass
 class _Batch:
     """Entries staged since the last group commit, their stored text, and the commit's future."""
@@ -73,7 +85,7 @@ class _Batch:
     rows: list[tuple[int, str]] = field(default_factory=list)
     awaited: list[bool] = field(default_factory=list)
     """Per entry: appended by a caller waiting for it (True) or staged to ride along (False)."""
-    done: asyncio.Future[None] | None = None
+    done: _Commit | None = None
 
 
 @dataclass
@@ -253,13 +265,13 @@ class Segment:
     async def _durable(commit: asyncio.Future[None]) -> bool:
         """Wait for a commit; True when the caller was cancelled meanwhile (the write still finished)."""
         try:
-            await asyncio.shield(commit)
+            await commit  # a `_Commit`: cancelling this caller cannot cancel it
             return False
         except asyncio.CancelledError:
-            while not commit.done():
+            while not commit.done():  # (the commit refuses cancellation, so this is only a safeguard)
                 with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(commit)
-            if commit.cancelled() or commit.exception() is not None:
+                    await commit
+            if commit.exception() is not None:
                 raise
             return True
 
@@ -268,7 +280,7 @@ class Segment:
         batch = self._open
         assert batch is not None
         if batch.done is None:
-            batch.done = asyncio.get_running_loop().create_future()
+            batch.done = _Commit(loop=asyncio.get_running_loop())
         if self._committer is None or self._committer.done():
             # A task, so the write is shielded from its callers; it first runs on the next loop turn,
             # after every branch that is ready now has staged its entries into the same batch.

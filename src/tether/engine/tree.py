@@ -93,10 +93,10 @@ class Tree:
         per_level = concurrency if containment is None else min(concurrency, containment.max_concurrent)
         self.per_level = per_level
         self._slots: dict[int, asyncio.Semaphore] = {}
-        self.agents = sum(1 for e in seg.index.entries if e.kind == "agent" and e.status == "running")
+        self.agents = sum(1 for e in seg.index.spend_entries if e.kind == "agent" and e.status == "running")
         ceiling = None if containment is None else containment.max_tokens
         self.tokens = Account(None if ceiling is None else float(ceiling), name="tree tokens")
-        self.tokens.restore(float(tokens_from_terminals(seg.index.entries)))
+        self.tokens.restore(float(tokens_from_terminals(seg.index.spend_entries)))
         self.turn_of: dict[int, int] = {}
         self.working: dict[int, int] = {}
         self.peak: dict[int, int] = {}
