@@ -62,6 +62,34 @@ _INSERT_NEXT = (
 """A row that lands only right after the run's head, and only under its current, unexpired lease."""
 
 
+class _DriverErrors:
+    """A reusable context manager (one per store: entering it costs less than a generator's) that raises
+    sqlite3's errors as typed ones naming the file: an unusable file versus corrupt data."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, sqlite3.OperationalError):
+            raise StoreUnavailableError(
+                f"SQLite store {self.path} cannot be used right now ({exc}). Check that the file and "
+                f"its directory are writable and that no other program holds a lock on it too long.",
+                path=self.path,
+            ) from None
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise JournalCorruptError(
+                f"SQLite store {self.path} is not a readable SQLite database ({exc}); it may be truncated "
+                f"or overwritten. Nothing was changed: restore the file from a backup, or point the store "
+                f"at another path.",
+                path=self.path,
+            ) from None
+
+
 class SqliteStore:
     """A journal store in one SQLite file; safe for many processes on one host, with leases."""
 
@@ -77,6 +105,7 @@ class SqliteStore:
         self._lock = threading.Lock()  # one connection; guard it should several threads share us
         self._owner_cache: tuple[LeaseOwner, str] | None = None
         self._heads: dict[str, int] = {}  # run_id -> the last seq this store wrote (a guess, checked in SQL)
+        self._errors = _DriverErrors(self.path)
         with self._driver():
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -101,24 +130,9 @@ class SqliteStore:
                     raise
                 time.sleep(0.01)
 
-    @contextmanager
-    def _driver(self) -> Iterator[None]:
+    def _driver(self) -> _DriverErrors:
         """sqlite3's errors as typed ones that name the file: corrupt data versus an unusable file."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailableError(
-                f"SQLite store {self.path} cannot be used right now ({exc}). Check that the file and "
-                f"its directory are writable and that no other program holds a lock on it too long.",
-                path=self.path,
-            ) from None
-        except sqlite3.DatabaseError as exc:
-            raise JournalCorruptError(
-                f"SQLite store {self.path} is not a readable SQLite database ({exc}); it may be truncated "
-                f"or overwritten. Nothing was changed: restore the file from a backup, or point the store "
-                f"at another path.",
-                path=self.path,
-            ) from None
+        return self._errors
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -169,7 +183,7 @@ class SqliteStore:
         return Lease(run_id=run_id, owner=owner, epoch=row[1], expires_at=row[2], ttl_s=row[3])
 
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
-        return (await self.append_many(run_id, [entry], lease))[0]
+        return self._insert(run_id, lease, lambda last: number_entries(run_id, last, (entry,)), None)[0]
 
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
