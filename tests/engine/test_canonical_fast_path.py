@@ -112,3 +112,25 @@ def test_a_steps_key_edge_names(name: Any) -> None:
             step_key(name)
         return
     assert step_key(name) == expected
+
+
+def test_the_prompt_estimate_is_the_built_requests_estimate() -> None:
+    """Admission estimates the first request without building it; the figure is the built request's."""
+    import tether
+    from tether.agents.dispatch import build_request, estimate_input_tokens, estimate_prompt_tokens
+    from tether.agents.host import AgentSpec, OutputSpec, ResolvedModel
+    from tether.contracts.messages import Message
+
+    model = ResolvedModel(ref="fake:m", adapter=tether.models.fake("fake", script=[]), name="m")
+
+    @tether.tool
+    def lookup(city: str) -> str:
+        """Find a city."""
+        return city
+
+    for spec in (AgentSpec(prompt="hello " * 40, models=[model]),
+                 AgentSpec(prompt="use it", models=[model], tools=[lookup], system="be brief",
+                           output=OutputSpec(schema={"type": "object", "properties": {"a": {"type": "string"}}}))):
+        messages = [Message.text("user", spec.prompt)]
+        built, _ = build_request(spec, model, messages)
+        assert estimate_prompt_tokens(spec, model, messages) == estimate_input_tokens(built)

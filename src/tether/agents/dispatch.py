@@ -162,6 +162,12 @@ def estimate_input_tokens(request: ChatRequest, sizes: dict[int, tuple[Any, int]
     return _estimate(request.messages, request.tools, request.output_format, sizes)
 
 
+def estimate_prompt_tokens(spec: AgentSpec, model: ResolvedModel, messages: list[Message]) -> int:
+    """`estimate_input_tokens` of the request `build_request` would make, without building it."""
+    history, tools, _, output_format, _ = _request_parts(spec, model, messages)
+    return _estimate(history, tools, output_format, None)
+
+
 def _estimate(
     messages: tuple[Message, ...], tools: tuple[ToolSpec, ...], output_format: OutputFormat | None,
     sizes: dict[int, tuple[Any, int]] | None,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from tether.agents.dispatch import build_request, estimate_input_tokens
+from tether.agents.dispatch import estimate_prompt_tokens
 from tether.agents.host import AgentSpec, OutputSpec
 from tether.agents.loop import end_event, run_agent
 from tether.budget.accounts import Hold
@@ -20,7 +20,7 @@ from tether.budget.hooks import AccountHooks
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
-from tether.contracts.messages import Message
+from tether.contracts.messages import Message, TextPart
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.stream import FinishReason
 from tether.contracts.usage import Usage
@@ -225,9 +225,9 @@ class AgentCall:
     def _estimate(self, spec: AgentSpec) -> tuple[int, int]:
         """One worst-case turn: the first request's input estimate and the output it may ask for."""
         model = spec.models[0]
-        request, _ = build_request(spec, model, [Message.text("user", spec.prompt)])
+        est = estimate_prompt_tokens(spec, model, [Message(role="user", parts=(TextPart(text=spec.prompt),))])
         max_output = min(spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
-        return self.seg.calibration.scale(model.ref, estimate_input_tokens(request)), max_output
+        return self.seg.calibration.scale(model.ref, est), max_output
 
     async def _contain(self, frame: Frame, depth: int, k: str, goal: str) -> None:
         """The tree's refusals: journaled with their cap label, and read back (never re-decided) on resume."""
