@@ -86,6 +86,25 @@ class StoreConformance:
         assert await store.append_many("r", []) == []
         assert await store.append_many("r", [entry("b"), entry("c")]) == [2, 3]
 
+    async def test_pre_encoded_rows_land_whole_and_in_order_or_not_at_all(self, store: JournalStore) -> None:
+        """`append_rows` (the group commit's call, optional for a store): rows continue the journal
+        exactly, several in one call, a gap or a stale head refused with nothing written."""
+        append_rows = getattr(store, "append_rows", None)
+        if append_rows is None:
+            pytest.skip(f"{type(store).__name__} has no append_rows (the engine then uses append/append_many)")
+        from tether.stores.codec import number_entries
+
+        assert await append_rows("r", number_entries("r", 0, [entry("a")])) == [1]
+        assert await append_rows("r", number_entries("r", 1, [entry("b"), entry("c"), entry("d")])) == [2, 3, 4]
+        gap = number_entries("r", 4, [entry("e"), entry("f")])
+        gap[1] = (7, number_entries("r", 6, [entry("f")])[0][1])
+        for bad in (gap, number_entries("r", 3, [entry("x"), entry("y")])):  # a gap; a stale head
+            with pytest.raises(JournalOrderViolation):
+                await append_rows("r", bad)
+        assert [e.key for e in await store.load("r")] == ["a", "b", "c", "d"]
+        assert await append_rows("r", number_entries("r", 4, [entry("e"), entry("f")])) == [5, 6]
+        assert [e.seq for e in await store.load("r")] == [1, 2, 3, 4, 5, 6]
+
     async def test_a_ref_to_the_future_is_an_order_violation(self, store: JournalStore) -> None:
         await store.append("r", entry("a", status="running", kind="agent"))
         with pytest.raises(JournalOrderViolation):
