@@ -391,8 +391,10 @@ class AgentCall:
 
     def _shape(self, frame: Frame, running: JournalEntry, result: AgentResult, on_error: str, full: bool) -> Any:
         """What `ctx.agent` returns or raises; budget refusals always raise, even with `full=True`."""
+        if result.status == "ok":
+            return result if full else result.output
         err = result.error or AgentError(kind="terminal", message=f"agent ended {result.status}")
-        if result.status != "ok" and err.kind == "budget":
+        if err.kind == "budget":
             raise BudgetExhaustedError(
                 f"budget: agent {running.label or running.agent_id} stopped ({err.reason or result.status}, "
                 f"stage {err.stage or 'loop'}): {err.message}",
@@ -401,8 +403,6 @@ class AgentCall:
             )
         if full:
             return result
-        if result.status == "ok":
-            return result.output
         if on_error == "none":
             self.seg.dropped.append(
                 DroppedBranch(scope=frame.scope, seq=running.seq, error=err.model_dump(exclude_none=True))
