@@ -8,8 +8,9 @@ engine compacts the ones it keeps.
 
 A compact instance is the same model: equal, the same fields, fields set, extras and private state,
 the same serialization; it is mutable exactly when the original was (assignment still goes through
-pydantic). Only the layout of its values in memory differs. A model whose layout is not the plain one
-(a custom `__slots__`, instance state beyond pydantic's own) is returned unchanged.
+pydantic). Only the layout of its values in memory differs (CPython 3.11 and later; elsewhere it is
+merely an equal copy). A model class that adds `__slots__` of its own is returned unchanged, since
+its instances hold state this copy would not carry over.
 """
 
 from __future__ import annotations
