@@ -113,35 +113,39 @@ def intervals(calls: Calls, tool: str) -> list[tuple[float, float]]:
     return [(r["started"], r["ended"]) for r in rows]
 
 
-async def test_read_only_mcp_tools_in_one_turn_run_concurrently(
-    tmp_path: Path, http_server: HttpServer, calls: Calls
-) -> None:
+async def two_calls_in_one_turn(
+    tmp_path: Path, http_server: HttpServer, calls: Calls, tool: str, seconds: float, run_id: str
+) -> tuple[str, list[tuple[float, float]]]:
+    """One agent turn that calls `tool` twice ("a", "b"): the run's value and the server's call intervals."""
     fake = tether.models.fake("fake", script=scripted(
-        Reply(tool_calls=[ToolCall("timed_read", {"label": "a", "seconds": 0.5}),
-                          ToolCall("timed_read", {"label": "b", "seconds": 0.5})]),
+        Reply(tool_calls=[ToolCall(tool, {"label": "a", "seconds": seconds}),
+                          ToolCall(tool, {"label": "b", "seconds": seconds})]),
         lambda request: Reply(text=" / ".join(p.content for p in tool_results(request))),
     ))
     engine = engine_for(fake, tmp_path)
-    out = await engine.run(one_agent(tether.mcp.http(http_server.url)), run_id="parallel")
-    assert out.status == "ok" and out.value == "a done / b done", out.error
-    (a_start, a_end), (b_start, b_end) = intervals(calls, "timed_read")
+    try:
+        out = await engine.run(one_agent(tether.mcp.http(http_server.url)), run_id=run_id)
+        assert out.status == "ok", out.error
+        return out.value, intervals(calls, tool)
+    finally:
+        await engine.close()
+
+
+async def test_read_only_mcp_tools_in_one_turn_run_concurrently(
+    tmp_path: Path, http_server: HttpServer, calls: Calls
+) -> None:
+    value, spans = await two_calls_in_one_turn(tmp_path, http_server, calls, "timed_read", 0.5, "parallel")
+    assert value == "a done / b done"
+    (a_start, a_end), (b_start, b_end) = spans
     # The server (one process, one clock) had both calls in flight at once: the later one started
     # before the earlier one answered. An ordering of the server's own timestamps, not a wall-clock bound.
     assert a_start <= b_start < a_end and b_start < b_end
-    await engine.close()
 
 
 async def test_mcp_tools_without_read_only_hint_in_one_turn_run_one_after_another(
     tmp_path: Path, http_server: HttpServer, calls: Calls
 ) -> None:
-    fake = tether.models.fake("fake", script=scripted(
-        Reply(tool_calls=[ToolCall("timed_write", {"label": "a", "seconds": 0.3}),
-                          ToolCall("timed_write", {"label": "b", "seconds": 0.3})]),
-        lambda request: Reply(text=" / ".join(p.content for p in tool_results(request))),
-    ))
-    engine = engine_for(fake, tmp_path)
-    out = await engine.run(one_agent(tether.mcp.http(http_server.url)), run_id="serial")
-    assert out.status == "ok" and out.value == "a written / b written", out.error
-    (_, a_end), (b_start, _) = intervals(calls, "timed_write")
+    value, spans = await two_calls_in_one_turn(tmp_path, http_server, calls, "timed_write", 0.3, "serial")
+    assert value == "a written / b written"
+    (_, a_end), (b_start, _) = spans
     assert a_end <= b_start  # the second started only after the first had answered
-    await engine.close()
