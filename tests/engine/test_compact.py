@@ -64,3 +64,17 @@ def test_usage_minus_is_the_count_by_count_difference(counts: list[int], approxi
                          "reasoning_tokens")}, approximate=a.approximate)
     assert a.minus(b) == expected
     assert a.minus(Usage()) is a
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10**9), min_size=5, max_size=5), st.booleans())
+def test_usage_serializes_reasoning_only_when_nonzero(counts: list[int], approximate: bool) -> None:
+    """Zero reasoning is left out in both dump modes (stored journals predate the field), any other
+    count is written; every other field is always written, and the JSON reads back equal."""
+    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+    usage = Usage(**dict(zip(names, counts, strict=True)), approximate=approximate)
+    expected = {**dict(zip(names, counts, strict=True)), "approximate": approximate}
+    if not usage.reasoning_tokens:
+        del expected["reasoning_tokens"]
+    assert usage.model_dump() == expected
+    assert usage.model_dump(mode="json", exclude_none=True) == expected
+    assert Usage.model_validate_json(usage.model_dump_json()) == usage

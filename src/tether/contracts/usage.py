@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Usage(BaseModel):
@@ -16,17 +16,10 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    """The part of `output_tokens` spent on reasoning (thinking); already in `output_tokens`, never billed twice."""
+    reasoning_tokens: int = Field(0, exclude_if=lambda n: n == 0)
+    """The part of `output_tokens` spent on reasoning (thinking); already in `output_tokens`, never billed twice.
+    Left out when zero, so usage without reasoning serializes as it did before the field."""
     approximate: bool = False
-
-    @model_serializer(mode="wrap")
-    def _sparse(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Zero reasoning is left out, so usage without reasoning serializes as it did before the field.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("reasoning_tokens") == 0:
-            del data["reasoning_tokens"]
-        return data
 
     def __add__(self, other: Usage) -> Usage:
         # Usage is frozen, so a zero operand returns the other one as it is: the loop adds usage to

@@ -1,6 +1,7 @@
 """`SqliteStore`: the embedded default store (stdlib sqlite3, WAL, writes in `BEGIN IMMEDIATE`).
 
-Calls block inline: a local SQLite write takes microseconds, far less than a thread hop would.
+Calls block inline: a local SQLite write takes microseconds, far less than a thread hop would. The
+WAL's checkpoints (an fsync each) run on a thread of their own instead (`wal_checkpoint`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +26,7 @@ from tether.stores.leases import (
     releases,
     renewed,
 )
+from tether.stores.wal_checkpoint import SAFETY_NET_PAGES, WalCheckpointer
 
 SCHEMA_VERSION = 1
 
@@ -111,6 +114,11 @@ class SqliteStore:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             self._wal(busy_timeout_s)
             self._conn.execute("PRAGMA synchronous = NORMAL")
+            # Checkpoints run on a thread of their own (see `WalCheckpointer`); this connection's own
+            # automatic checkpoint stays as a safety net at a higher threshold.
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {SAFETY_NET_PAGES}")
+        self._checkpointer = WalCheckpointer(self.path)
+        weakref.finalize(self, self._checkpointer.stop)
         with self._tx() as c:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
@@ -151,6 +159,7 @@ class SqliteStore:
                 c.execute("ROLLBACK")
                 raise
             c.execute("COMMIT")
+        self._checkpointer.wrote()
 
     def _fenced(self, c: sqlite3.Connection, run_id: str, lease: Lease | None) -> None:
         if lease is None:
@@ -225,6 +234,7 @@ class SqliteStore:
                 c.execute("ROLLBACK")
                 raise
             c.execute("COMMIT")
+        self._checkpointer.wrote(sum(len(text) for _, text in rows))
         if rows:
             self._heads[run_id] = rows[-1][0]
         return [seq for seq, _ in rows]
@@ -321,6 +331,7 @@ class SqliteStore:
             if lease is not None:
                 self._fenced(c, lease.run_id, lease)
             c.execute("INSERT OR REPLACE INTO blobs (key, data) VALUES (?, ?)", (key, bytes(data)))
+        self._checkpointer.wrote(len(data))
 
     async def get_blob(self, key: str) -> bytes | None:
         with self._read() as c:
@@ -374,5 +385,6 @@ class SqliteStore:
                 c.execute("DELETE FROM leases WHERE run_id = ?", (lease.run_id,))
 
     async def close(self) -> None:
+        self._checkpointer.stop()  # first: the last connection to close checkpoints and removes the WAL
         with self._lock:
             self._conn.close()
