@@ -13,7 +13,7 @@ import pytest
 
 from tether.contracts.entries import JournalEntry
 from tether.stores.sqlite import SqliteStore
-from tether.stores.wal_checkpoint import SAFETY_NET_PAGES, WalCheckpointer
+from tether.stores.wal_checkpoint import SAFETY_NET_PAGES, WAL_KEPT_BYTES, WalCheckpointer
 
 
 def _eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
@@ -51,6 +51,8 @@ async def test_the_thread_copies_the_wal_back_while_the_writer_never_checkpoints
     try:
         (threshold,) = store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()
         assert threshold == SAFETY_NET_PAGES  # the writer's own checkpoint is only a safety net
+        (kept,) = store._conn.execute("PRAGMA journal_size_limit").fetchone()
+        assert kept == WAL_KEPT_BYTES  # and a WAL that grew to it is cut back when it starts over
         store._checkpointer.every_pages = 50
         await _append(store, "r", 120)  # far below the safety net and SQLite's default of 1,000 pages
         # Only the checkpoint thread can have put these rows into the database file itself.

@@ -26,7 +26,7 @@ from tether.stores.leases import (
     releases,
     renewed,
 )
-from tether.stores.wal_checkpoint import SAFETY_NET_PAGES, WalCheckpointer
+from tether.stores.wal_checkpoint import SAFETY_NET_PAGES, WAL_KEPT_BYTES, WalCheckpointer
 
 SCHEMA_VERSION = 1
 
@@ -117,6 +117,7 @@ class SqliteStore:
             # Checkpoints run on a thread of their own (see `WalCheckpointer`); this connection's own
             # automatic checkpoint stays as a safety net at a higher threshold.
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {SAFETY_NET_PAGES}")
+            self._conn.execute(f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}")
         self._checkpointer = WalCheckpointer(self.path)
         weakref.finalize(self, self._checkpointer.stop)
         with self._tx() as c:

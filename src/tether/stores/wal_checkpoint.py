@@ -23,6 +23,9 @@ CHECKPOINT_PAGES = 1000
 SAFETY_NET_PAGES = 4 * CHECKPOINT_PAGES
 """The writer's own automatic checkpoint threshold: reached only if this thread falls behind (or
 is gone, in a forked child), so the WAL stays bounded whatever happens here."""
+WAL_KEPT_BYTES = 2 * CHECKPOINT_PAGES * PAGE_BYTES
+"""What the WAL file is cut back to when it starts over (`journal_size_limit`): a burst that grew it to
+the safety net does not leave 16 MB on disk."""
 _CATCH_UP_ROUNDS = 4
 """Checkpoints in a row while writes keep landing: the WAL starts over only once all of it is copied
 back, and the frames written during one checkpoint are a small one's work."""
