@@ -21,8 +21,8 @@ PAGE_BYTES = 4096
 CHECKPOINT_PAGES = 1000
 """Checkpoint after about this many pages were written (SQLite's default automatic threshold)."""
 SAFETY_NET_PAGES = 4 * CHECKPOINT_PAGES
-"""The writer's own automatic checkpoint threshold: reached only if this thread falls behind (or
-is gone, in a forked child), so the WAL stays bounded whatever happens here."""
+"""The writer's own automatic checkpoint threshold: reached only if this thread falls behind (writes
+that never pause) or is gone, so the WAL stays bounded whatever happens here."""
 WAL_KEPT_BYTES = 2 * CHECKPOINT_PAGES * PAGE_BYTES
 """What the WAL file is cut back to when it starts over (`journal_size_limit`): a burst that grew it to
 the safety net does not leave 16 MB on disk."""
