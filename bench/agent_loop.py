@@ -78,10 +78,12 @@ def one_turn(n: int = ONE_TURN_N, rounds: int = 3) -> dict[str, float]:
     """us per one-turn invocation: tether (SQLite, memory) and pydantic-ai (TestModel, FunctionModel).
 
     The systems alternate for `rounds` rounds and each keeps its best round, so a burst of load on a
-    shared machine skews no single system.
+    shared machine skews no single system; `median_ratio_test` is the median over the rounds of the
+    SQLite figure's ratio to TestModel's in the same round.
     """
     _quiet()
     best: dict[str, float] = {}
+    ratios: list[float] = []
     for _ in range(rounds):
         with tempfile.TemporaryDirectory() as tmp:
             sqlite = asyncio.run(_tether_sequential(f"sqlite:///{tmp}/bench.db", n))
@@ -93,7 +95,9 @@ def one_turn(n: int = ONE_TURN_N, rounds: int = 3) -> dict[str, float]:
         }
         for k, v in figures.items():
             best[k] = min(best.get(k, v), v)
-    return best
+        ratios.append(figures["tether_sqlite_us"] / figures["pydantic_ai_test_us"])
+    ratios.sort()
+    return {**best, "median_ratio_test": ratios[len(ratios) // 2]}
 
 
 class LatencyModel:

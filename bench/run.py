@@ -167,6 +167,10 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
         out.append(Row("one-turn agent (SQLite journal), us/invocation", _f(t, " us"),
                        f"pydantic-ai Agent + FunctionModel: {_f(o.get('pydantic_ai_function_us'), ' us')}",
                        _ratio(t, o.get("pydantic_ai_function_us")), "<= 0.25x"))
+        median = o.get("median_ratio_test")
+        if median is not None:
+            out.append(Row("one-turn agent (SQLite journal), median ratio of the rounds to TestModel", "", "",
+                           f"{median:.2f}x", "<= 0.25x"))
         out.append(Row("one-turn agent (memory journal), us/invocation", _f(o.get("tether_memory_us"), " us"),
                        f"pydantic-ai Agent + TestModel: {_f(o.get('pydantic_ai_test_us'), ' us')}",
                        _ratio(o.get("tether_memory_us"), o.get("pydantic_ai_test_us")), "(info)"))
