@@ -16,19 +16,21 @@ from tether.testing import Reply
 
 
 class CountingSqlite(SqliteStore):
-    """A SQLite store that counts its journal write transactions and what each one held."""
+    """A SQLite store that counts its journal write transactions, what each one held and which task wrote it."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.commits: list[list[int]] = []
+        self.writers: list[asyncio.Task[Any] | None] = []
         self.fail_next = False
 
-    async def append_rows(self, run_id: str, rows: list[tuple[int, str]], lease: Any = None) -> list[int]:
+    def append_rows_now(self, run_id: str, rows: list[tuple[int, str]], lease: Any = None) -> list[int]:
         if self.fail_next:
             self.fail_next = False
             raise tether.StoreUnavailableError("simulated: the disk went away")
-        seqs = await super().append_rows(run_id, rows, lease)
+        seqs = super().append_rows_now(run_id, rows, lease)
         self.commits.append(seqs)
+        self.writers.append(asyncio.current_task())
         return seqs
 
 
@@ -76,9 +78,11 @@ async def test_a_one_turn_agent_journals_in_two_commits(tmp_path: Path) -> None:
     model = tether.models.fake("fake", script=[Reply(text="ok", input_tokens=5, output_tokens=1)],
                                prices={"m": tether.Price(input=1.0, output=1.0)})
     engine = tether.Engine(models=[model], routing={"loop": "fake:m"}, store=store)
+    tasks: list[asyncio.Task[Any] | None] = []
 
     @tether.workflow(name="one")
     async def one(ctx: tether.Ctx) -> Any:
+        tasks.append(asyncio.current_task())
         return await ctx.agent("q")
 
     out = await engine.run(one, run_id="r", budget_usd=1.0)
@@ -92,6 +96,9 @@ async def test_a_one_turn_agent_journals_in_two_commits(tmp_path: Path) -> None:
     assert [running, dispatch] in store.commits, kinds
     # ... and the turn's budget draw rides the terminal's
     assert any(terminal in c and any(entries[s].label == "budget_draw" for s in c) for c in store.commits), kinds
+    # one branch: no sibling could join a batch, so the workflow's own task writes both (no commit task)
+    writers = {store.writers[i] for i, c in enumerate(store.commits) if running in c or terminal in c}
+    assert writers == {tasks[0]}
     await engine.close()
 
 
@@ -109,6 +116,31 @@ async def test_a_failed_group_commit_fails_every_caller_and_stops_the_segment(tm
         await engine.run(par, run_id="r")
     loaded = await store.load("r")
     assert [e.label for e in loaded if e.kind == "step"] == ["first", "first"]  # nothing after the failure
+    await engine.close()
+
+
+async def test_a_failed_commit_of_one_branch_fails_its_caller_and_stops_the_segment(tmp_path: Path) -> None:
+    store = CountingSqlite(tmp_path / "t.db")
+    after: list[str] = []
+
+    @tether.workflow(name="seq")
+    async def seq(ctx: tether.Ctx) -> Any:
+        await ctx.step("first", lambda: 1)
+        store.fail_next = True
+        try:
+            await ctx.step("second", lambda: 2)
+        finally:
+            try:
+                await ctx.step("third", lambda: 3)
+            except tether.TetherError as exc:
+                after.append(type(exc).__name__)
+
+    engine = tether.Engine(store=store)
+    with pytest.raises(tether.StoreUnavailableError, match="the disk went away"):
+        await engine.run(seq, run_id="r")
+    assert after == ["StoreUnavailableError"]  # the segment stopped: nothing more is written
+    loaded = await store.load("r")
+    assert [e.label for e in loaded if e.kind == "step"] == ["first", "first"]
     await engine.close()
 
 

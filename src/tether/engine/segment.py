@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -120,6 +121,7 @@ class Segment:
     """The last seq the store holds (everything after it is staged, waiting for a group commit)."""
     _open: _Batch | None = None
     _committer: asyncio.Future[None] | None = None
+    _write_now: RowWriter | None = field(init=False)
     lease_lost: TetherError | None = None
     handed_back: TetherError | None = None
     """Set by `hand_back`: the segment stops like a cancel but does not settle, and its lease is released."""
@@ -141,6 +143,7 @@ class Segment:
         self.next_agent_id = max(ids, default=0) + 1
         self.head = self.durable_head = max(self.index.by_seq, default=0)
         self.calibration = InputCalibration.from_journal(self.index.decision_entries)
+        self._write_now = writes_without_waiting(self.store)
 
     # -- the lease -----------------------------------------------------------------------------
     def lose(self, error: TetherError) -> None:
@@ -250,6 +253,8 @@ class Segment:
         stored = self.stage(entry)
         assert self._open is not None
         self._open.awaited[-1] = True
+        if self._commit_now():
+            return stored
         if await self._durable(self._commit()):
             raise AppendCancelled(stored) from None
         return stored
@@ -258,8 +263,33 @@ class Segment:
         """Make every staged entry durable (a no-op when nothing is staged)."""
         if self._open is None or self.dry_run:
             return
+        if self._commit_now():
+            return
         if await self._durable(self._commit()):
             raise asyncio.CancelledError
+
+    def _commit_now(self) -> bool:
+        """Commit what is staged in this call, when a group commit could gather nothing more (True: done).
+
+        That is when one branch of the workflow runs (no sibling can stage into the batch), no commit
+        is in flight (this one cannot overtake it) and the store writes without waiting
+        (`append_rows_now`): the write never suspends, so there is nothing to cancel and no reason for a
+        task and the two loop turns it costs.
+        """
+        if self.live != 1 or self._write_now is None or not (self._committer is None or self._committer.done()):
+            return False
+        batch, self._open = self._open, None
+        assert batch is not None
+        try:
+            self._fenced()
+            self._check_order(batch, self._write_now(self.run_id, batch.rows, self.lease))
+        except Exception as exc:
+            failed = self._write_failed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
+        self.durable_head = batch.rows[-1][0]
+        return True
 
     @staticmethod
     async def _durable(commit: asyncio.Future[None]) -> bool:
@@ -294,12 +324,7 @@ class Segment:
                 self._fenced()
                 await self._write_rows(batch)
             except BaseException as exc:
-                failed = exc if isinstance(exc, TetherError) else StoreUnavailableError(
-                    f"journal write for run {self.run_id!r} failed ({type(exc).__name__}: {exc}); this "
-                    f"segment stopped and wrote nothing more. Resume the run once the store is usable.",
-                    run_id=self.run_id,
-                )
-                self.lose(failed)  # the staged view is ahead of the store now: nothing more may be written
+                failed = self._write_failed(exc)
                 for b in (batch, self._open):
                     if b is not None and b.done is not None and not b.done.done():
                         b.done.set_exception(failed)
@@ -311,6 +336,16 @@ class Segment:
             self.durable_head = batch.rows[-1][0]
             if batch.done is not None and not batch.done.done():
                 batch.done.set_result(None)
+
+    def _write_failed(self, exc: BaseException) -> TetherError:
+        """A journal write failed: the staged view is ahead of the store now, so nothing more may be written."""
+        failed = exc if isinstance(exc, TetherError) else StoreUnavailableError(
+            f"journal write for run {self.run_id!r} failed ({type(exc).__name__}: {exc}); this "
+            f"segment stopped and wrote nothing more. Resume the run once the store is usable.",
+            run_id=self.run_id,
+        )
+        self.lose(failed)
+        return failed
 
     async def _write_rows(self, batch: _Batch) -> None:
         # A store class with `append_rows` takes the text encoded at staging; any other store (or a
@@ -330,6 +365,9 @@ class Segment:
                 seqs.append(await self._store_call(self.store.append(self.run_id, entry, self.lease)))
             if staged:
                 seqs += await self._store_call(self.store.append_many(self.run_id, staged, self.lease))
+        self._check_order(batch, seqs)
+
+    def _check_order(self, batch: _Batch, seqs: list[int]) -> None:
         if list(seqs) != [seq for seq, _ in batch.rows]:
             raise JournalOrderViolation(
                 f"journal order: run {self.run_id!r} stored seqs {list(seqs)[:3]}... where this segment "
@@ -476,6 +514,21 @@ class Segment:
         )
         self.wake(key, data)
         return True
+
+
+RowWriter = Callable[[str, list[tuple[int, str]], Lease | None], list[int]]
+"""`append_rows_now(run_id, rows, lease)`: a store's journal write that returns once durable, never waiting."""
+
+
+def writes_without_waiting(store: JournalStore) -> RowWriter | None:
+    """The store's `append_rows_now`, unless a subclass overrides `append_rows` (to count or fail writes):
+    then the engine keeps calling the `append_rows` it overrode."""
+    mro = type(store).__mro__
+    now = next((i for i, cls in enumerate(mro) if "append_rows_now" in vars(cls)), None)
+    rows = next((i for i, cls in enumerate(mro) if "append_rows" in vars(cls)), None)
+    if now is None or rows is None or now > rows:
+        return None
+    return store.append_rows_now  # type: ignore[attr-defined,no-any-return]
 
 
 def suspension_key(entry: JournalEntry) -> str | None:

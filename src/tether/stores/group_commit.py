@@ -10,6 +10,7 @@ another writer moved it. Each caller gets its own seqs or its own error.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -139,7 +140,9 @@ class GroupCommit:
         lease = group[0].lease
         head, confirmed = self._guess_head(run_id, group[0]), False
         try:
-            for _ in range(RETRIES):
+            for attempt in range(RETRIES):
+                if attempt > 1:  # lost the head twice running: back off a little, at random, so racing writers part
+                    await asyncio.sleep(random.uniform(0, 0.0005 * attempt))
                 open_items = [g for g in group if g.result is None]
                 if not open_items:
                     return

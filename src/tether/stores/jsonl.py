@@ -218,6 +218,10 @@ class JsonlStore:
         self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
     ) -> list[int]:
         """Append rows already encoded by `codec.encode_entry` (the segment's group commits)."""
+        return self.append_rows_now(run_id, rows, lease)
+
+    def append_rows_now(self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None) -> list[int]:
+        """`append_rows` in the calling thread: it never waits, so a segment may commit without a task."""
 
         def checked(last: int) -> list[tuple[int, str]]:
             check_rows(run_id, last, rows)

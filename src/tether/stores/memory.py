@@ -57,6 +57,10 @@ class MemoryStore:
         self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
     ) -> list[int]:
         """Append rows already encoded by `codec.encode_entry` (the segment's group commits)."""
+        return self.append_rows_now(run_id, rows, lease)
+
+    def append_rows_now(self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None) -> list[int]:
+        """`append_rows` in the calling thread: it never waits, so a segment may commit without a task."""
         self._fenced(run_id, lease)
         log = self._entries.setdefault(run_id, [])
         check_rows(run_id, len(log), rows)

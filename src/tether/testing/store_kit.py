@@ -104,6 +104,16 @@ class StoreConformance:
         assert [e.key for e in await store.load("r")] == ["a", "b", "c", "d"]
         assert await append_rows("r", number_entries("r", 4, [entry("e"), entry("f")])) == [5, 6]
         assert [e.seq for e in await store.load("r")] == [1, 2, 3, 4, 5, 6]
+        # `append_rows_now` (optional too: a store whose write never waits, which the engine then calls
+        # from the appending task): the same promises, and the head it leaves is the one appends see.
+        append_rows_now = getattr(store, "append_rows_now", None)
+        if append_rows_now is not None:
+            assert append_rows_now("r", number_entries("r", 6, [entry("g"), entry("h")])) == [7, 8]
+            with pytest.raises(JournalOrderViolation):
+                append_rows_now("r", number_entries("r", 7, [entry("x")]))  # a stale head
+            assert await store.append("r", entry("i")) == 9
+            assert append_rows_now("r", number_entries("r", 9, [entry("j")])) == [10]
+            assert [e.key for e in await store.load("r")][5:] == ["f", "g", "h", "i", "j"]
 
     async def test_a_ref_to_the_future_is_an_order_violation(self, store: JournalStore) -> None:
         await store.append("r", entry("a", status="running", kind="agent"))
