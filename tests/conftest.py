@@ -35,3 +35,26 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
     yield name
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture(autouse=True)
+def _engine_entries_are_the_entries_pydantic_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine builds its entries without validating them again (`LeanEntries`): in every test, each one
+    must be the entry pydantic validates from the same fields (equal, the same bytes, the same types)."""
+    from typing import Any
+
+    from tether.contracts.entries import JournalEntry
+    from tether.engine.tree import LeanEntries
+
+    lean = LeanEntries.__call__
+
+    def checked(self: LeanEntries, **fields: Any) -> JournalEntry:
+        built = lean(self, **fields)
+        reference = JournalEntry(**{k: v for k, v in fields.items() if v is not None})
+        assert built == reference, (built, reference)
+        assert built.model_dump_json() == reference.model_dump_json()
+        assert {n: type(v) for n, v in built} == {n: type(v) for n, v in reference}
+        assert set(built.model_fields_set) == {*reference.model_fields_set, "seq"}
+        return built
+
+    monkeypatch.setattr(LeanEntries, "__call__", checked)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.usage import Usage
+from tether.engine import tree
 from tether.engine.tree import LeanEntries
 from tether.stores.codec import entry_json
 
@@ -61,3 +62,18 @@ def test_entries_of_one_shape_share_one_field_set_and_numbering_reaches_no_other
     assert (a.seq, b.seq) == (1, None)
     assert a.model_fields_set == {"kind", "scope", "key", "status", "seq"}
     assert JournalEntry.model_validate_json(a.model_dump_json()) == a
+
+
+def test_the_fields_a_lean_entry_coerces_are_the_models_float_and_dict_fields() -> None:
+    fields = JournalEntry.model_fields.items()
+    assert {n for n, f in fields if f.annotation == float | None} == tree._FLOATS
+    assert {n for n, f in fields if "dict[" in str(f.annotation)} == tree._DICTS
+
+
+def test_a_lean_entry_takes_what_validation_would_make_of_an_int_clock_and_a_shared_dict() -> None:
+    error = {"kind": "terminal"}
+    built = LeanEntries()(kind="agent", started_at=5, cost_usd=0, error=error)
+    reference = _reference({"kind": "agent", "started_at": 5, "cost_usd": 0, "error": error})
+    assert entry_json(built, 1) == entry_json(reference, 1)  # "started_at":5.0, as pydantic writes it
+    error["kind"] = "changed"
+    assert built.error == {"kind": "terminal"}
