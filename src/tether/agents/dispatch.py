@@ -163,9 +163,10 @@ def estimate_input_tokens(request: ChatRequest, sizes: dict[int, tuple[Any, int]
 
 
 def estimate_prompt_tokens(spec: AgentSpec, model: ResolvedModel, messages: list[Message]) -> int:
-    """`estimate_input_tokens` of the request `build_request` would make, without building it."""
+    """`estimate_input_tokens` of the request `build_request` would make, without building it (the sizes it
+    measures are kept in `spec.measured`)."""
     history, tools, _, output_format, _ = _request_parts(spec, model, messages)
-    return _estimate(history, tools, output_format, None)
+    return _estimate(history, tools, output_format, spec.measured)
 
 
 def _estimate(
@@ -211,7 +212,7 @@ class Dispatcher:
         signal: Signal | None,
     ) -> None:
         self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
-        self._sizes: dict[int, tuple[Any, int]] = {}  # canonical sizes of the messages already measured
+        self._sizes = spec.measured  # canonical sizes of the messages already measured
 
     async def turn(self, stage: Stage) -> TurnResult:
         """One turn: retry retryable errors, then fail over to the next model; first settle wins."""

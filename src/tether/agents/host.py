@@ -15,6 +15,7 @@ from tether.contracts.protocols import ChatModel
 
 if TYPE_CHECKING:
     from tether.agents.state import LoopState
+    from tether.contracts.messages import Message
     from tether.tools.definition import Tool
     from tether.tools.permissions import Permissions
 
@@ -70,6 +71,11 @@ class AgentSpec:
     """Wait for an in-flight exposure hold to release instead of failing (orchestrator children)."""
     permissions: Permissions | None = None
     """The per-call permission chain; None = allow, or ask when a tool `needs_approval`."""
+    opening: Message | None = None
+    """The first message (the prompt, as the user's) when the engine built it already, to estimate the call."""
+    measured: dict[int, tuple[Any, int]] = field(default_factory=dict, compare=False, repr=False)
+    """Canonical sizes of this invocation's messages measured so far, by identity: the engine's admission
+    estimate measures the opening and the first turn's estimate reads it back."""
 
 
 class LoopHost(Protocol):

@@ -77,7 +77,8 @@ class LoopState(BaseModel):
     tool_budget: ToolBudgetState = Field(default_factory=ToolBudgetState)
 
     @classmethod
-    def start(cls, prompt: str) -> LoopState:
+    def start(cls, prompt: str, opening: Message | None = None) -> LoopState:
+        """A fresh invocation's state: its transcript is `opening` (the prompt as the user's message)."""
         # Compact (values inline): a run with 10,000 agents in flight holds 10,000 of these.
-        state = cls(messages=[Message.text("user", prompt)], tool_budget=compact(ToolBudgetState()))
+        state = cls(messages=[opening or Message.text("user", prompt)], tool_budget=compact(ToolBudgetState()))
         return compact(state, fields_set={"messages"})

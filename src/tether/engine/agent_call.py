@@ -20,7 +20,7 @@ from tether.budget.hooks import AccountHooks
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
-from tether.contracts.messages import Message, TextPart
+from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.stream import FinishReason
 from tether.contracts.usage import Usage
@@ -140,6 +140,7 @@ class AgentCall:
             agent_type=agent_type,
             permissions=engine.permissions,
             exposure_wait=exposure_wait,
+            opening=Message.text("user", prompt),
         )
         depth = frame.depth + 1
         if found.running is None:
@@ -177,8 +178,7 @@ class AgentCall:
         replay hold nothing) and could admit, and pay for, work the first segment refused.
         """
         seg = self.seg
-        key = content_key({"kind": "decision", "decision": "budget-refusal", "call": k})
-        prior = seg.index.match(frame.scope, key)
+        prior = seg.index.match(frame.scope, _budget_refusal_key(k)) if seg.index.replaying() else None
         if prior is not None and isinstance(prior.entry.value, dict):
             value = prior.entry.value
             account = next((a for a in frame.account.chain() if a.name == value.get("account")), seg.root)
@@ -191,6 +191,7 @@ class AgentCall:
         except BudgetExhaustedError as exc:
             self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
+                key = _budget_refusal_key(k)
                 await seg.append(seg.tree.entry(
                     kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
                     label="budget-refusal", phase=frame.phase, started_at=seg.engine.clock(),
@@ -225,15 +226,14 @@ class AgentCall:
     def _estimate(self, spec: AgentSpec) -> tuple[int, int]:
         """One worst-case turn: the first request's input estimate and the output it may ask for."""
         model = spec.models[0]
-        est = estimate_prompt_tokens(spec, model, [Message(role="user", parts=(TextPart(text=spec.prompt),))])
+        est = estimate_prompt_tokens(spec, model, [spec.opening or Message.text("user", spec.prompt)])
         max_output = min(spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
         return self.seg.calibration.scale(model.ref, est), max_output
 
     async def _contain(self, frame: Frame, depth: int, k: str, goal: str) -> None:
         """The tree's refusals: journaled with their cap label, and read back (never re-decided) on resume."""
         seg = self.seg
-        refusal_key = content_key({"kind": "tree", "refused": k})
-        prior = seg.index.match(frame.scope, refusal_key)
+        prior = seg.index.match(frame.scope, _spawn_refusal_key(k)) if seg.index.replaying() else None
         if prior is not None and isinstance(prior.entry.value, dict):
             label = prior.entry.value.get("detail")
             cap: CapLabel = label if label in ("agents", "depth", "budget") else "agents"
@@ -241,7 +241,7 @@ class AgentCall:
         try:
             seg.tree.check(depth)
         except Refusal as refusal:
-            await self.refused(frame, refusal_key, refusal.label, goal)
+            await self.refused(frame, _spawn_refusal_key(k), refusal.label, goal)
             raise refusal_error(refusal) from None
 
     async def refused(self, frame: Frame, key: str, label: CapLabel, goal: str) -> None:
@@ -425,6 +425,16 @@ class AgentCall:
         tools = await resolve_tools(tools, self.seg.resources)
         spawn = spawn_tool(self, tools, max_spawns)
         return await self.call(goal, tools=[*tools, spawn], output=output, role="orchestrate", **options)
+
+
+def _budget_refusal_key(call: str) -> str:
+    """The key of the journaled admission refusal of agent call `call` (its content key)."""
+    return content_key({"kind": "decision", "decision": "budget-refusal", "call": call})
+
+
+def _spawn_refusal_key(call: str) -> str:
+    """The key of the journaled containment refusal of agent call `call`."""
+    return content_key({"kind": "tree", "refused": call})
 
 
 def restore_result(

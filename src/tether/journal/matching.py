@@ -183,6 +183,10 @@ class JournalIndex:
     def scope_abandoned(self, scope: str) -> bool:
         return any(inner is not None and is_under(scope, inner) for _, inner in self._abandon_roots)
 
+    def replaying(self) -> bool:
+        """Whether any loaded entry is left to match (False: every lookup misses, so its key need not be made)."""
+        return bool(self._candidates)
+
     def match(self, scope: str, key: str) -> Match | None:
         """Take the first unconsumed entry with this key in this scope (a miss consumes nothing).
 
