@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from tether.agents.state import LoopState
 from tether.contracts.compact import compact
 from tether.contracts.messages import Message
-from tether.contracts.usage import Usage
+from tether.contracts.usage import Usage, sum_usage
 
 
 class _Open(BaseModel):
@@ -64,6 +64,20 @@ def test_usage_minus_is_the_count_by_count_difference(counts: list[int], approxi
                          "reasoning_tokens")}, approximate=a.approximate)
     assert a.minus(b) == expected
     assert a.minus(Usage()) is a
+
+
+_usage = st.builds(Usage, input_tokens=st.integers(0, 9), output_tokens=st.integers(0, 9),
+                   cache_read_tokens=st.integers(0, 3), reasoning_tokens=st.integers(0, 3), approximate=st.booleans())
+
+
+@given(st.lists(_usage, max_size=6))
+def test_sum_usage_is_what_adding_one_by_one_makes(items: list[Usage]) -> None:
+    added = Usage()
+    for u in items:
+        added = added + u
+    total = sum_usage(items)
+    assert total == added
+    assert total.model_dump_json() == added.model_dump_json()
 
 
 @given(st.lists(st.integers(min_value=0, max_value=10**9), min_size=5, max_size=5), st.booleans())

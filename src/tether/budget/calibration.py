@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tether.contracts.entries import JournalEntry
+from tether.contracts.entries import JournalEntry, extra
 
 
 class InputCalibration:
@@ -30,9 +30,9 @@ class InputCalibration:
         for e in entries:
             if e.kind == "decision" and isinstance(e.value, dict) and e.value.get("decision") == "dispatch":
                 found._keep(e.value.get("model"), e.value.get("input_overhead"))
-            elif e.kind == "tree" and isinstance(learned := getattr(e, "input_overhead", None), dict):
-                for model, extra in learned.items():
-                    found._keep(model, extra)
+            elif e.kind == "tree" and isinstance(learned := extra(e, "input_overhead"), dict):
+                for model, overhead in learned.items():
+                    found._keep(model, overhead)
         return found
 
     def _keep(self, model: object, extra: object) -> None:

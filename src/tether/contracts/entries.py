@@ -63,6 +63,16 @@ class JournalEntry(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
+def extra(entry: JournalEntry, name: str) -> Any:
+    """A member of `entry` beyond its declared fields (what an envelope or a newer version added), or None.
+
+    Read from the extras dict: `getattr(entry, name, None)` takes pydantic's Python `__getattr__` and,
+    for a member the entry lacks, an exception, and the cost folds ask this of every entry.
+    """
+    extras = entry.__pydantic_extra__
+    return extras.get(name) if extras else None
+
+
 class RunMeta(BaseModel):
     """What a store keeps about a run beside its journal (for listings and the CLI)."""
 

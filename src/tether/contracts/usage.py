@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -69,8 +70,19 @@ ZERO_USAGE = Usage()
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
-def sum_usage(items: list[Usage]) -> Usage:
-    total = Usage()
+def sum_usage(items: Iterable[Usage]) -> Usage:
+    """`items` added up (as `+` would), building one `Usage` rather than one per item."""
+    input_tokens = output_tokens = cache_read = cache_write = reasoning = 0
+    approximate = False
     for u in items:
-        total = total + u
-    return total
+        input_tokens += u.input_tokens
+        output_tokens += u.output_tokens
+        cache_read += u.cache_read_tokens
+        cache_write += u.cache_write_tokens
+        reasoning += u.reasoning_tokens
+        approximate = approximate or u.approximate
+    counts = (input_tokens, output_tokens, cache_read, cache_write, reasoning)
+    fields: dict[str, Any] = {name: n for name, n in zip(_COUNTS, counts, strict=True) if n}
+    if approximate:
+        fields["approximate"] = True
+    return Usage(**fields) if fields else ZERO_USAGE

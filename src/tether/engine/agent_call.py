@@ -17,7 +17,7 @@ from tether.agents.loop import end_event, run_agent
 from tether.budget.accounts import Hold
 from tether.budget.admission import admit, check_spawn_cap, reserve_usd
 from tether.budget.hooks import AccountHooks
-from tether.contracts.entries import JournalEntry
+from tether.contracts.entries import JournalEntry, extra
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
 from tether.contracts.messages import Message
@@ -452,7 +452,7 @@ def restore_result(
         status=terminal.status or "error",
         output=output,
         usage=terminal.usage or (live.usage if live else Usage()),
-        cost_usd=(terminal.cost_usd or 0.0) + float(getattr(terminal, "orphaned_usd", None) or 0.0),
+        cost_usd=(terminal.cost_usd or 0.0) + float(extra(terminal, "orphaned_usd") or 0.0),
         turns=int(value.get("turns") or 0),
         served_by=terminal.served_by,
         finish_reason=_finish_reason(value.get("finish_reason")),

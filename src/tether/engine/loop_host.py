@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tether.agents.state import LoopState
-from tether.contracts.entries import JournalEntry
+from tether.contracts.entries import JournalEntry, extra
 from tether.contracts.events import (
     AgentEnd,
     AgentScoped,
@@ -242,7 +242,7 @@ def lost_since(entries: list[JournalEntry], spend: AgentSpend, through: int) -> 
     lost: dict[str, float] = {}
     for e in entries:
         if e.agent_id == spend.running.agent_id and is_draw(e) and draw_range(e)[0] > through:
-            for model, usd in (getattr(e, "costs", None) or {}).items():
+            for model, usd in (extra(e, "costs") or {}).items():
                 lost[model] = lost.get(model, 0.0) + float(usd)
     for _, model, worst in spend.unsettled(after=through):
         if worst:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from tether.contracts.entries import JournalEntry
+from tether.contracts.entries import JournalEntry, extra
 from tether.contracts.events import AgentStart, ModelEnd, Spawn, SpawnRefused
 from tether.contracts.results import AgentResult
 from tether.journal.matching import JournalIndex
@@ -91,7 +91,7 @@ class ReplayFacts:
             agent_type=running.agent_type, model=model if isinstance(model, str) else None, phase=running.phase,
             turns=result.turns, span_id=span, parent_span_id=parent_span,
         ))
-        costs = getattr(terminal, "costs", None) or {}
+        costs = extra(terminal, "costs") or {}
         for n, (ref, usage) in enumerate((terminal.usage_by_model or {}).items(), start=1):
             events.emit(ModelEnd(
                 agent_id=agent_id, label=label, depth=depth, replayed=True, call=n, model=ref,

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.contracts.entries import JournalEntry
-from tether.contracts.usage import Usage
+from tether.contracts.entries import JournalEntry, extra
+from tether.contracts.usage import Usage, sum_usage
 from tether.journal.scope import is_under
 
 UNTYPED = "(untyped)"
@@ -70,8 +70,8 @@ class AgentSpend:
 
 def draw_range(entry: JournalEntry) -> tuple[int, int]:
     """The dispatches a `budget_draw` settles; a draw written before ranges existed settles all up to `through`."""
-    last = int(getattr(entry, "through", 0) or 0)
-    return int(getattr(entry, "from_call", 0) or 1), last
+    last = int(extra(entry, "through") or 0)
+    return int(extra(entry, "from_call") or 1), last
 
 
 def _add(d: dict[str, float], k: str, v: float) -> None:
@@ -107,10 +107,10 @@ def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
             elif e.ref is not None and e.ref in by_seq and not by_seq[e.ref].settled:
                 spend = by_seq[e.ref]
                 spend.settled = True
-                spend.costs = _floats(getattr(e, "costs", None))
+                spend.costs = _floats(extra(e, "costs"))
                 if not spend.costs and e.cost_usd:
                     spend.costs = {e.served_by or "": float(e.cost_usd)}
-                spend.orphaned = _floats(getattr(e, "orphaned", None))
+                spend.orphaned = _floats(extra(e, "orphaned"))
             continue
         if e.agent_id is None:
             continue  # not an agent's fact (so a fold may be handed only the agents' entries)
@@ -118,7 +118,7 @@ def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
         if open_spend is None or open_spend.settled:
             continue
         if is_draw(e):
-            for model, usd in _floats(getattr(e, "costs", None)).items():
+            for model, usd in _floats(extra(e, "costs")).items():
                 _add(open_spend.costs, model, usd)
             open_spend.covered.append(draw_range(e))
         elif (d := dispatch_value(e)) is not None:
@@ -153,18 +153,18 @@ def fold_cost(entries: Iterable[JournalEntry]) -> CostReport:
         _add(by_role, run.role or "loop", usd)
         _add(by_type, run.agent_type or UNTYPED, usd)
     unpriced: dict[str, Usage] = {}
-    usage = Usage()
-    approximate = orphaned > 0
+    usages: list[Usage] = []
     calls = 0
     for e in entries:
         if e.ref is None or e.kind != "agent" or e.status == "running":
             continue
-        for model, raw in (getattr(e, "unpriced", None) or {}).items():
+        for model, raw in (extra(e, "unpriced") or {}).items():
             unpriced[model] = unpriced.get(model, Usage()) + Usage.model_validate(raw)
         if e.usage is not None:
-            usage = usage + e.usage
-            approximate = approximate or e.usage.approximate
+            usages.append(e.usage)
         calls += e.provider_calls or 0
+    usage = sum_usage(usages)
+    approximate = orphaned > 0 or usage.approximate
     return CostReport(
         total_usd=round(total, 10),
         by_model=by_model,
