@@ -92,3 +92,19 @@ def test_usage_serializes_reasoning_only_when_nonzero(counts: list[int], approxi
     assert usage.model_dump() == expected
     assert usage.model_dump(mode="json", exclude_none=True) == expected
     assert Usage.model_validate_json(usage.model_dump_json()) == usage
+
+
+def test_assigning_a_loop_state_field_is_what_pydantic_assignment_does() -> None:
+    import pytest
+
+    fast, plain = LoopState.start("q"), LoopState(messages=[Message.text("user", "q")])
+    for state in (fast, plain):
+        state.turns = 3
+        state.finish_reason = "stop"
+    BaseModel.__setattr__(plain, "served_by", "m")  # pydantic's own path
+    fast.served_by = "m"
+    assert fast == plain
+    assert fast.model_dump_json() == plain.model_dump_json()
+    assert {"turns", "finish_reason", "served_by"} <= fast.model_fields_set
+    with pytest.raises(ValueError, match="no field"):
+        fast.not_a_field = 1

@@ -76,6 +76,16 @@ class LoopState(BaseModel):
     pending: PendingBatch | None = None
     tool_budget: ToolBudgetState = Field(default_factory=ToolBudgetState)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        # The loop assigns a dozen fields a turn. Assignment is not validated in this model, so a declared
+        # field is set as pydantic's own handler sets it (the value, then the fields set), minus its two
+        # Python frames and without making the instance's inline values into a dict.
+        if name in LoopState.__pydantic_fields__:
+            object.__setattr__(self, name, value)
+            self.__pydantic_fields_set__.add(name)
+        else:
+            super().__setattr__(name, value)
+
     @classmethod
     def start(cls, prompt: str, opening: Message | None = None) -> LoopState:
         """A fresh invocation's state: its transcript is `opening` (the prompt as the user's message)."""

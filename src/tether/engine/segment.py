@@ -222,11 +222,14 @@ class Segment:
         self._fenced()
         seq = self.head + 1
         claimed = entry.seq
-        entry.seq = seq  # in place, not a copy: callers hand over a fresh entry, and at 10,000 agents copies add up
+        # In place, not a copy: callers hand over a fresh entry, and at 10,000 agents copies add up. Set as
+        # pydantic sets a field (entries validate no assignment) without making inline values a dict.
+        object.__setattr__(entry, "seq", seq)
+        entry.__pydantic_fields_set__.add("seq")
         try:
             text = encode_entry(self.run_id, seq, entry)  # a value that is not JSON fails its own caller only
         except BaseException:
-            entry.seq = claimed
+            object.__setattr__(entry, "seq", claimed)
             raise
         stored = entry
         if self._open is None:
@@ -379,7 +382,7 @@ class Segment:
         """Match a call and decide with the one replay predicate; update the replay stats."""
         m = self.index.match(scope, key)
         if m is None:
-            self.stats.misses += 1
+            self._count("misses")
             return Lookup(None, None)
         return self._decided(scope, m, disposition(m.entry, m.terminal, abandoned=m.abandoned))
 
@@ -398,11 +401,14 @@ class Segment:
         return self._decided(scope, Match(entry, terminal, abandoned), action)
 
     def _hit(self) -> None:
-        # `stats.hits += 1` as pydantic's own setattr does it (value, then fields set), minus its two
-        # Python frames: this runs once per replayed call.
+        self._count("hits")
+
+    def _count(self, name: str) -> None:
+        # `stats.<name> += 1` as pydantic's own setattr does it (value, then fields set), minus its two
+        # Python frames: this runs once per call.
         stats = self.stats
-        stats.__dict__["hits"] += 1
-        stats.__pydantic_fields_set__.add("hits")
+        stats.__dict__[name] += 1
+        stats.__pydantic_fields_set__.add(name)
 
     def _decided(self, scope: str, m: Match, action: Disposition) -> Lookup:
         if action == "replay":
