@@ -77,3 +77,18 @@ def test_a_lean_entry_takes_what_validation_would_make_of_an_int_clock_and_a_sha
     assert entry_json(built, 1) == entry_json(reference, 1)  # "started_at":5.0, as pydantic writes it
     error["kind"] = "changed"
     assert built.error == {"kind": "terminal"}
+
+
+@given(st.integers(1, 99), st.integers(0, 9), st.integers(0, 10**6), st.none() | st.integers(0, 10**6),
+       st.floats(0, 10) | st.integers(0, 3), st.none() | st.floats(0, 10) | st.integers(0, 3))
+def test_a_draw_row_is_the_agent_event_dumped(agent_id: int, step: int, tokens: int, remaining: int | None,
+                                               usd: float, remaining_usd: float | None) -> None:
+    from tether.contracts.events import AgentEvent
+    from tether.engine.tree import draw_row
+
+    row = draw_row(agent_id, step, tokens, remaining, usd, remaining_usd)
+    event = AgentEvent(agent_id=agent_id, step=step, kind="budget_draw", tokens=tokens, remaining=remaining,
+                       usd=round(usd, 10), remaining_usd=remaining_usd)
+    dumped = event.model_dump(exclude_none=True)
+    assert row == dumped and list(row) == list(dumped)
+    assert {k: type(v) for k, v in row.items()} == {k: type(v) for k, v in dumped.items()}

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, NamedTuple, Protocol, TypeVar, cast, overload
+from typing import Any, Protocol, TypeVar, cast, overload
 
 from tether.contracts.events import BaseEvent, Event, event_of, matches
 from tether.engine.frame import CURRENT_FRAME
@@ -30,8 +30,8 @@ class EventStream:
     def __init__(self, run_id: str, sinks: Sequence[EventSink] = ()) -> None:
         self.run_id = run_id
         self._events: list[Event | _Kept] = []
-        """Every event so far: as emitted, or kept as its field values (`_Shared.keep`) to be rebuilt when read."""
-        self._shared = _Shared()
+        """Every event so far: as emitted, or kept as its field values (`_Shapes.keep`) to be rebuilt when read."""
+        self._shapes = _Shapes()
         self._closed = False
         self._waiters: set[asyncio.Event] = set()
         self._callbacks: list[tuple[str | type[BaseEvent], Callable[[Any], Any]]] = []
@@ -39,7 +39,7 @@ class EventStream:
 
     @property
     def events(self) -> list[Event]:
-        return [_event(kept) for kept in self._events]
+        return [self._shapes.event(kept) for kept in self._events]
 
     @overload
     def emit(self, event: E, /) -> E: ...
@@ -60,7 +60,7 @@ class EventStream:
             frame = CURRENT_FRAME.get(None)
             stamp["span_id"] = frame.span_id if frame is not None else "run"
         stamped = cast(Event, stamp_event(event, stamp))
-        self._events.append(self._shared.keep(stamped))
+        self._events.append(self._shapes.keep(stamped))
         for sink in self._sinks:
             try:
                 sink.emit(stamped)
@@ -102,7 +102,7 @@ class EventStream:
         try:
             while True:
                 while i < len(self._events):
-                    yield _event(self._events[i])
+                    yield self._shapes.event(self._events[i])
                     i += 1
                 if self._closed:
                     return
@@ -116,47 +116,47 @@ class EventStream:
 # -- how the stream keeps its events -----------------------------------------------------------------
 # A run keeps every event it emitted (late subscribers see them all), and a pydantic model holds its
 # values in a dict and its explicitly set field names in a set: ~1.5 KB an event, 6 events an agent.
-# The stream keeps each event as its class, a tuple of its values and its (shared) set field names,
-# a fifth of that, and rebuilds an equal model when one is read. The callbacks and sinks that see an
-# event as it is emitted get the emitted model itself.
+# The stream keeps each event as a pair, (its shape's number, a tuple of its values), a fifth of that,
+# and rebuilds an equal model when one is read. A shape is the class, the field names in order and the
+# set field names: every event of a type shares a few. The pair holds no class and no set, so once its
+# values are plain (most are) the garbage collector stops tracking it, as a run's events are long-lived.
+# The callbacks and sinks that see an event as it is emitted get the emitted model itself.
+
+_Kept = tuple[int, tuple[Any, ...]]
+"""An event as the stream keeps it: (its shape's number in `_Shapes.shapes`, its field values in order)."""
 
 
-class _Kept(NamedTuple):
-    cls: type[BaseEvent]
-    names: tuple[str, ...]
-    values: tuple[Any, ...]
-    fields_set: frozenset[str]
+class _Shapes:
+    """One stream's event shapes: (class, field names, set field names), numbered as first seen."""
 
-
-class _Shared:
-    """One stream's interned field-name tuples and field sets: every event of a type shares them."""
-
-    __slots__ = ("names", "sets")
+    __slots__ = ("numbers", "shapes")
 
     def __init__(self) -> None:
-        self.names: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self.sets: dict[frozenset[str], frozenset[str]] = {}
+        self.shapes: list[tuple[type[BaseEvent], tuple[str, ...], frozenset[str]]] = []
+        self.numbers: dict[tuple[type[BaseEvent], tuple[str, ...], frozenset[str]], int] = {}
 
     def keep(self, event: Event) -> Event | _Kept:
-        state = event.__dict__
         if event.__pydantic_extra__ or event.__pydantic_private__:
             return event  # nothing the envelope declares has either; kept as it is if one ever does
-        names = tuple(state)
-        names = self.names.setdefault(names, names)
-        fields_set = frozenset(event.__pydantic_fields_set__)
-        return _Kept(type(event), names, tuple(state.values()), self.sets.setdefault(fields_set, fields_set))
+        state = event.__dict__
+        shape = (type(event), tuple(state), frozenset(event.__pydantic_fields_set__))
+        number = self.numbers.get(shape)
+        if number is None:
+            number = self.numbers[shape] = len(self.shapes)
+            self.shapes.append(shape)
+        return number, tuple(state.values())
 
-
-def _event(kept: Event | _Kept) -> Event:
-    """The event model back from how the stream keeps it (equal to the one emitted)."""
-    if not isinstance(kept, _Kept):
-        return kept
-    event = kept.cls.__new__(kept.cls)
-    object.__setattr__(event, "__dict__", dict(zip(kept.names, kept.values, strict=True)))
-    object.__setattr__(event, "__pydantic_fields_set__", set(kept.fields_set))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
-    return cast(Event, event)
+    def event(self, kept: Event | _Kept) -> Event:
+        """The event model back from how the stream keeps it (equal to the one emitted)."""
+        if not isinstance(kept, tuple):
+            return kept
+        cls, names, fields_set = self.shapes[kept[0]]
+        event = cls.__new__(cls)
+        object.__setattr__(event, "__dict__", dict(zip(names, kept[1], strict=True)))
+        object.__setattr__(event, "__pydantic_fields_set__", set(fields_set))
+        object.__setattr__(event, "__pydantic_extra__", None)
+        object.__setattr__(event, "__pydantic_private__", None)
+        return cast(Event, event)
 
 
 def stamp_event(event: E, update: dict[str, Any]) -> E:

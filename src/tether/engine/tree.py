@@ -189,17 +189,30 @@ class Tree:
         usd = sum(costs.values())
         if agent_id is None or (not tokens and not usd):
             return False
-        row = AgentEvent(agent_id=agent_id, step=step, kind="budget_draw", tokens=tokens,
-                         remaining=self.remaining_tokens(), usd=round(usd, 10), remaining_usd=self.seg.root.remaining())
+        row = draw_row(agent_id, step, tokens, self.remaining_tokens(), usd, self.seg.root.remaining())
         # The row's fields, then the envelope's extras (in this order: the stored bytes are as before).
         self.seg.stage(self.entry(
-            kind="tree", label="budget_draw", value=row.model_dump(exclude_none=True),
+            kind="tree", label="budget_draw", value=row,
             started_at=self.seg.engine.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
             through=calls[1], input_overhead=input_overhead or None,
         ))
-        self.seg.events.emit(BudgetDraw(agent_id=agent_id, step=step, tokens=row.tokens, remaining=row.remaining,
-                                        usd=row.usd, remaining_usd=row.remaining_usd))
+        self.seg.events.emit(BudgetDraw(agent_id=agent_id, step=step, tokens=tokens, remaining=row.get("remaining"),
+                                        usd=row["usd"], remaining_usd=row.get("remaining_usd")))
         return True
+
+
+def draw_row(
+    agent_id: int, step: int, tokens: int, remaining: int | None, usd: float, remaining_usd: float | None
+) -> dict[str, Any]:
+    """A `budget_draw` `AgentEvent` as its journaled dict (`model_dump(exclude_none=True)`: the same keys in
+    the same order), built directly: one is written per model turn."""
+    row: dict[str, Any] = {"agent_id": agent_id, "step": step, "kind": "budget_draw", "tokens": tokens}
+    if remaining is not None:
+        row["remaining"] = remaining
+    row["usd"] = round(float(usd), 10)
+    if remaining_usd is not None:
+        row["remaining_usd"] = float(remaining_usd)
+    return row
 
 
 def tokens_from_terminals(entries: list[JournalEntry]) -> int:
