@@ -263,17 +263,18 @@ class SqliteStore:
                 rows = numbered(guess)
             except JournalOrderViolation:
                 return None  # perhaps only our guess is stale: the checked path decides
-        if not rows or rows[0][0] != guess + 1:
-            return None
+        if not rows or any(seq != guess + i for i, (seq, _) in enumerate(rows, 1)):
+            return None  # not the rows right after the head: the checked path says why
         epoch, owner, now = (None, None, 0.0) if lease is None else (
             lease.epoch, self._owner_json(lease.owner), self._clock()
         )
-        params = [(run_id, seq, text, epoch, owner, now) for seq, text in rows]
-        if len(params) == 1:
-            landed = c.execute(_INSERT_NEXT, params[0]).rowcount
-        else:
-            landed = c.executemany(_INSERT_NEXT, params).rowcount
-        return rows if landed == len(rows) else None
+        # The first row is checked (it follows the head, under the lease); the rest follow it in the same
+        # transaction, which holds the write lock, so nothing can move the head or the lease between them.
+        if c.execute(_INSERT_NEXT, (run_id, *rows[0], epoch, owner, now)).rowcount != 1:
+            return None
+        if len(rows) > 1:
+            c.executemany(_INSERT, [(run_id, seq, text) for seq, text in rows[1:]])
+        return rows
 
     def _checked_insert(
         self, c: sqlite3.Connection, run_id: str, lease: Lease | None,
