@@ -73,9 +73,16 @@ class LeanEntries:
             given[name] = dict(given[name])
         entry = JournalEntry.__new__(JournalEntry)
         put = object.__setattr__
-        for name, default in _DEFAULTS:  # in declaration order, as validation sets them
-            put(entry, name, given.get(name, default))
-        extra = {k: v for k, v in given.items() if k not in _FIELDS}
+        values = _DEFAULTS.copy()  # every field, in declaration order, as validation sets them
+        values.update(given)
+        extra: dict[str, Any] = {}
+        if len(values) == len(_DEFAULTS):
+            for name, value in values.items():
+                put(entry, name, value)
+        else:  # members beyond the fields (a draw's dispatch range, a terminal's costs) are extras
+            extra = {k: v for k, v in given.items() if k not in _DEFAULTS}
+            for name in _DEFAULTS:
+                put(entry, name, values[name])
         shape = frozenset(given)
         names = self._sets.get(shape)
         if names is None:
@@ -86,9 +93,8 @@ class LeanEntries:
         return entry
 
 
-_DEFAULTS = tuple((name, f.get_default(call_default_factory=True)) for name, f in JournalEntry.model_fields.items())
+_DEFAULTS = {name: f.get_default(call_default_factory=True) for name, f in JournalEntry.model_fields.items()}
 """Every field of an entry with its default (none of them mutable), in declaration order."""
-_FIELDS = frozenset(name for name, _ in _DEFAULTS)
 _FLOATS = frozenset({"cost_usd", "started_at", "ended_at"})
 """The fields typed `float` (tests/engine/test_lean_entries.py keeps this and `_DICTS` in step with the model)."""
 _DICTS = frozenset({"error", "usage_by_model", "tool_budget"})
