@@ -303,7 +303,9 @@ async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], 
         return status, value, None
     if isinstance(exc, BudgetExhaustedError):
         return "exhausted", None, exc
-    if isinstance(exc, asyncio.CancelledError):
+    if isinstance(exc, asyncio.CancelledError) or seg.cancel.aborted:
+        # Failed after the segment was cancelled (an agent the cancel cut ended `cancelled`, and the
+        # workflow raised that before its task could be cancelled): the run was cancelled.
         return "cancelled", None, {"type": "Cancelled", "message": seg.cancel.reason or "cancelled"}
     from tether.engine.segment import Abandoned
 

@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,30 @@ class _DriverErrors:
             ) from None
 
 
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """What a checked append proved about one run, at one `PRAGMA data_version` of this connection: the
+    head was this store's last row and the lease row was (epoch, owner) until `expires_at`.
+
+    SQLite changes a connection's data_version whenever another connection commits to the file, so
+    while it reads the same, neither the head nor the lease row can have moved, except by this
+    connection (whose lease writes forget what was proved); only the clock can end the lease.
+    """
+
+    version: int
+    epoch: int | None
+    owner: str | None
+    expires_at: float | None
+
+    def holds(self, version: int, epoch: int | None, owner: str | None, now: float) -> bool:
+        return (
+            version == self.version
+            and epoch == self.epoch
+            and owner == self.owner
+            and (self.expires_at is None or now <= self.expires_at)
+        )
+
+
 class SqliteStore:
     """A journal store in one SQLite file; safe for many processes on one host, with leases."""
 
@@ -108,6 +133,8 @@ class SqliteStore:
         self._lock = threading.Lock()  # one connection; guard it should several threads share us
         self._owner_cache: tuple[LeaseOwner, str] | None = None
         self._heads: dict[str, int] = {}  # run_id -> the last seq this store wrote (a guess, checked in SQL)
+        self._settled: dict[str, _Settled] = {}
+        """run_id -> what the last checked append proved, while no other connection has written since."""
         self._errors = _DriverErrors(self.path)
         with self._driver():
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -268,12 +295,23 @@ class SqliteStore:
         epoch, owner, now = (None, None, 0.0) if lease is None else (
             lease.epoch, self._owner_json(lease.owner), self._clock()
         )
-        # The first row is checked (it follows the head, under the lease); the rest follow it in the same
-        # transaction, which holds the write lock, so nothing can move the head or the lease between them.
+        # This transaction holds the write lock: nothing can move the head or the lease while it runs.
+        version = c.execute("PRAGMA data_version").fetchone()[0]
+        settled = self._settled.get(run_id)
+        if settled is not None and settled.holds(version, epoch, owner, now):
+            # No other connection has written since an append here proved the head and the lease, and
+            # this one changed neither but by appending: the rows follow the head, under the lease.
+            c.executemany(_INSERT, [(run_id, seq, text) for seq, text in rows])
+            return rows
+        # The first row is checked (it follows the head, under the lease); the rest follow it.
         if c.execute(_INSERT_NEXT, (run_id, *rows[0], epoch, owner, now)).rowcount != 1:
             return None
         if len(rows) > 1:
             c.executemany(_INSERT, [(run_id, seq, text) for seq, text in rows[1:]])
+        expires_at = None if lease is None else c.execute(
+            "SELECT expires_at FROM leases WHERE run_id = ?", (run_id,)
+        ).fetchone()[0]
+        self._settled[run_id] = _Settled(version, epoch, owner, expires_at)
         return rows
 
     def _checked_insert(
@@ -328,6 +366,7 @@ class SqliteStore:
 
     async def delete(self, run_id: str) -> None:
         self._heads.pop(run_id, None)
+        self._settled.pop(run_id, None)
         with self._tx() as c:
             for table in ("entries", "meta", "effects", "leases"):
                 c.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
@@ -355,6 +394,7 @@ class SqliteStore:
         return [json.loads(r[0]) for r in rows]
 
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
+        self._settled.pop(run_id, None)
         with self._tx() as c:
             now = self._clock()
             check_acquire(run_id, self._held(c, run_id), owner, ttl_s, now)
@@ -380,12 +420,14 @@ class SqliteStore:
         )
 
     async def renew(self, lease: Lease) -> Lease:
+        self._settled.pop(lease.run_id, None)
         with self._tx() as c:
             fresh = renewed(lease, self._held(c, lease.run_id), self._clock())
             self._put_lease(c, fresh)
         return fresh
 
     async def release(self, lease: Lease) -> None:
+        self._settled.pop(lease.run_id, None)
         with self._tx() as c:
             if releases(lease, self._held(c, lease.run_id)):
                 c.execute("DELETE FROM leases WHERE run_id = ?", (lease.run_id,))
