@@ -46,7 +46,7 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
     steps = 2_000 if quick else 10_000
     figs: dict[str, Callable[[], dict[str, Any]]] = {
         "one_turn": lambda: agent_loop.one_turn(n=200 if quick else agent_loop.ONE_TURN_N,
-                                                rounds=1 if quick else 3),
+                                                rounds=1 if quick else 5),
         "concurrent_tether_1000": lambda: agent_loop.concurrent_tether(1_000),
         "concurrent_pydantic_ai_1000": lambda: agent_loop.concurrent_pydantic_ai(1_000),
         f"concurrent_tether_{big}": lambda: agent_loop.concurrent_tether(big),

@@ -202,3 +202,24 @@ async def test_a_caller_cancelled_while_its_commit_is_in_flight_sees_it_only_onc
     assert woke["sibling"] in woke["durable"]
     assert any(woke["seq"] in c and woke["sibling"] in c for c in store.commits)  # one transaction
     await engine.close()
+
+
+async def test_a_store_whose_append_rows_is_wrapped_on_the_instance_keeps_being_called(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "t.db")
+    calls: list[int] = []
+    inner = store.append_rows
+
+    async def counted(run_id: str, rows: list[tuple[int, str]], lease: Any = None) -> list[int]:
+        calls.append(len(rows))
+        return await inner(run_id, rows, lease)
+
+    store.append_rows = counted  # type: ignore[method-assign]
+
+    @tether.workflow(name="one")
+    async def one(ctx: tether.Ctx) -> int:
+        return await ctx.step("s", lambda: 1)
+
+    engine = tether.Engine(store=store)
+    assert (await engine.run(one, run_id="r")).status == "ok"
+    assert sum(calls) == len(await store.load("r"))  # every row went through the wrapper
+    await engine.close()

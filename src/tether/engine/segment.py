@@ -527,11 +527,11 @@ RowWriter = Callable[[str, list[tuple[int, str]], Lease | None], list[int]]
 
 
 def writes_without_waiting(store: JournalStore) -> RowWriter | None:
-    """The store's `append_rows_now`, unless a subclass overrides `append_rows` (to count or fail writes):
-    then the engine keeps calling the `append_rows` it overrode."""
-    mro = type(store).__mro__
-    now = next((i for i, cls in enumerate(mro) if "append_rows_now" in vars(cls)), None)
-    rows = next((i for i, cls in enumerate(mro) if "append_rows" in vars(cls)), None)
+    """The store's `append_rows_now`, unless a subclass or the instance overrides `append_rows` without it
+    (to count or fail writes): then the engine keeps calling the `append_rows` that was overridden."""
+    owners = [getattr(store, "__dict__", {}), *(vars(cls) for cls in type(store).__mro__)]
+    now = next((i for i, names in enumerate(owners) if "append_rows_now" in names), None)
+    rows = next((i for i, names in enumerate(owners) if "append_rows" in names), None)
     if now is None or rows is None or now > rows:
         return None
     return store.append_rows_now  # type: ignore[attr-defined,no-any-return]
