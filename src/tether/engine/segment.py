@@ -286,9 +286,9 @@ class Segment:
         try:
             self._fenced()
             self._check_order(batch, self._write_now(self.run_id, batch.rows, self.lease))
-        except Exception as exc:
+        except BaseException as exc:  # as in a group commit: the segment stops, whatever stopped the write
             failed = self._write_failed(exc)
-            if failed is exc:
+            if failed is exc or not isinstance(exc, Exception):
                 raise
             raise failed from exc
         self.durable_head = batch.rows[-1][0]
