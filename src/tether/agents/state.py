@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from tether.contracts.compact import compact
+from tether.contracts.compact import compact, set_field
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
 from tether.contracts.stream import FinishReason
 from tether.contracts.usage import ZERO_USAGE, Usage
@@ -77,12 +77,9 @@ class LoopState(BaseModel):
     tool_budget: ToolBudgetState = Field(default_factory=ToolBudgetState)
 
     def __setattr__(self, name: str, value: object) -> None:
-        # The loop assigns a dozen fields a turn. Assignment is not validated in this model, so a declared
-        # field is set as pydantic's own handler sets it (the value, then the fields set), minus its two
-        # Python frames and without making the instance's inline values into a dict.
+        # The loop assigns a dozen fields a turn; this model validates no assignment (`set_field`).
         if name in LoopState.__pydantic_fields__:
-            object.__setattr__(self, name, value)
-            self.__pydantic_fields_set__.add(name)
+            set_field(self, name, value)
         else:
             super().__setattr__(name, value)
 

@@ -38,6 +38,14 @@ def compact(model: M, fields_set: set[str] | None = None) -> M:
     return out
 
 
+def set_field(model: BaseModel, name: str, value: object) -> None:
+    """`model.<name> = value` for a declared field of a model that validates no assignment, as pydantic's own
+    handler does it (the value, then the fields set), minus its Python frames, and keeping inline values
+    inline (pydantic's handler writes through `__dict__`, which turns them into a dict)."""
+    object.__setattr__(model, name, value)
+    model.__pydantic_fields_set__.add(name)
+
+
 def _plain_layout(cls: type[BaseModel]) -> bool:
     """Whether instances of `cls` hold exactly pydantic's state (no class between it and BaseModel adds slots)."""
     for klass in cls.__mro__:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tether.budget.accounts import Account
 from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate
+from tether.contracts.compact import set_field
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import (
     JournalMissError,
@@ -222,10 +223,8 @@ class Segment:
         self._fenced()
         seq = self.head + 1
         claimed = entry.seq
-        # In place, not a copy: callers hand over a fresh entry, and at 10,000 agents copies add up. Set as
-        # pydantic sets a field (entries validate no assignment) without making inline values a dict.
-        object.__setattr__(entry, "seq", seq)
-        entry.__pydantic_fields_set__.add("seq")
+        # In place, not a copy: callers hand over a fresh entry, and at 10,000 agents copies add up.
+        set_field(entry, "seq", seq)
         try:
             text = encode_entry(self.run_id, seq, entry)  # a value that is not JSON fails its own caller only
         except BaseException:
@@ -396,28 +395,22 @@ class Segment:
         entry, terminal, abandoned = taken
         action = disposition(entry, terminal, abandoned=abandoned)
         if action == "replay" and terminal is not None:
-            self._hit()
+            self._count("hits")
             return terminal
         return self._decided(scope, Match(entry, terminal, abandoned), action)
 
-    def _hit(self) -> None:
-        self._count("hits")
-
     def _count(self, name: str) -> None:
-        # `stats.<name> += 1` as pydantic's own setattr does it (value, then fields set), minus its two
-        # Python frames: this runs once per call.
-        stats = self.stats
-        stats.__dict__[name] += 1
-        stats.__pydantic_fields_set__.add(name)
+        """`stats.<name> += 1`, once per call (`set_field`)."""
+        set_field(self.stats, name, getattr(self.stats, name) + 1)
 
     def _decided(self, scope: str, m: Match, action: Disposition) -> Lookup:
         if action == "replay":
-            self._hit()
+            self._count("hits")
         elif action == "skip":
-            self.stats.skipped += 1
+            self._count("skipped")
             raise Abandoned(scope, m.entry.seq)
         else:
-            self.stats.reruns += 1
+            self._count("reruns")
         return Lookup(action, m)
 
     def budget_update(self, model: str, usd: float) -> None:
@@ -470,7 +463,7 @@ class Segment:
         assert entry.seq is not None
         closer = self.index.closer(entry.seq)
         if closer is not None and closer.kind == "abandon":
-            self.stats.skipped += 1
+            self._count("skipped")
             raise Abandoned(scope, entry.seq)
         if closer is not None:
             return closer.value
