@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,10 @@ def _rows_in_the_database_file(path: Path) -> int:
 
 def _wal_exists(path: Path) -> bool:
     return Path(f"{path}-wal").exists()
+
+
+def _wal_bytes(path: Path) -> int:
+    return Path(f"{path}-wal").stat().st_size
 
 
 async def _append(store: SqliteStore, run_id: str, n: int) -> None:
@@ -105,9 +110,60 @@ def test_a_file_removed_meanwhile_is_not_created_again(tmp_path: Path, caplog: p
     assert checkpointer.checkpoints == 0
 
 
-def test_pages_are_counted_per_transaction_and_by_size() -> None:
+def test_pages_are_counted_per_transaction_and_by_size_in_wal_frames() -> None:
     checkpointer = WalCheckpointer("unused.db", every_pages=10**9)
+    checkpointer.frames_per_page = 2.5
     checkpointer.wrote()
     checkpointer.wrote(3 * 4096 + 1)
-    assert checkpointer._pages == 1 + 4
+    assert checkpointer._pages == (1 + 4) * 2.5
     assert checkpointer._thread is None  # nothing started before a checkpoint is due
+
+
+class _Wal:
+    """A connection whose PASSIVE checkpoint reports `logged` frames, all copied, and notes whether
+    the writer's lock was held while it ran."""
+
+    def __init__(self, logged: int, lock: threading.Lock) -> None:
+        self.logged = logged
+        self.lock = lock
+        self.under_lock: list[bool] = []
+
+    def execute(self, sql: str) -> _Wal:
+        assert sql == "PRAGMA wal_checkpoint(PASSIVE)"
+        self.under_lock.append(self.lock.locked())
+        return self
+
+    def fetchone(self) -> tuple[int, int, int]:
+        return 0, self.logged, self.logged
+
+
+@pytest.mark.parametrize(("logged", "expected"), [(900, 3.6), (50, 1.0), (10**6, 8.0)])
+def test_a_round_ends_under_the_writers_lock_and_scales_the_count_to_the_frames(
+    logged: int, expected: float
+) -> None:
+    lock = threading.Lock()
+    checkpointer = WalCheckpointer("unused.db", every_pages=1000, writer_lock=lock)
+    assert checkpointer.frames_per_page == 4.0  # the guess: 250 counted pages make 1,000 frames
+    wal = _Wal(logged, lock)
+    checkpointer._round(wal)  # type: ignore[arg-type]
+    assert wal.under_lock == [False, True]  # the bulk while the writer goes on, the rest under its lock
+    assert checkpointer.frames_per_page == pytest.approx(expected)  # clamped to [1, 8]
+    assert checkpointer.checkpoints == 2 and not lock.locked()
+
+
+async def test_a_writer_that_never_pauses_has_its_wal_started_over_by_the_thread(tmp_path: Path) -> None:
+    """Appends back to back: each round of the thread ends with the WAL all copied and no writer in
+    between, so the writer's next transaction starts it over. Without that the WAL grows to the
+    writer's safety net (4,000 pages, 16 MB), whose checkpoint then runs inside an append and cuts
+    the file back to `WAL_KEPT_BYTES`."""
+    path = tmp_path / "t.db"
+    store = SqliteStore(path)
+    try:
+        store._checkpointer.every_pages = 100
+        await _append(store, "r", 3000)  # well over 4,000 WAL frames in all
+        assert store._checkpointer.checkpoints >= 4
+        assert _wal_bytes(path) < WAL_KEPT_BYTES
+        assert 1.0 <= store._checkpointer.frames_per_page <= 8.0
+        assert len(await store.load("r")) == 3000
+    finally:
+        await store.close()

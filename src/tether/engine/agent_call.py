@@ -58,6 +58,10 @@ class AgentProfile:
     est_cost: float | None = None
 
 
+_NO_PROFILE = AgentProfile()
+"""The defaults of an agent type that has no profile (frozen, so one instance serves every call)."""
+
+
 def output_spec(output: Any) -> OutputSpec | None:
     """A pydantic model class or a JSON schema dict as the loop's `OutputSpec`."""
     if output is None:
@@ -101,7 +105,7 @@ class AgentCall:
     ) -> Any:
         seg, engine = self.seg, self.seg.engine
         frame = CURRENT_FRAME.get()
-        profile = engine.profiles.get(agent_type or "", AgentProfile())
+        profile = engine.profiles.get(agent_type or "") or _NO_PROFILE
         spec_model = engine.router.spec_for(role, model, profile.model, engine.workflow_model(frame.workflow))
         models = engine.router.resolve(spec_model)
         out = output_spec(output)

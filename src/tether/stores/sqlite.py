@@ -145,7 +145,7 @@ class SqliteStore:
             # automatic checkpoint stays as a safety net at a higher threshold.
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {SAFETY_NET_PAGES}")
             self._conn.execute(f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}")
-        self._checkpointer = WalCheckpointer(self.path)
+        self._checkpointer = WalCheckpointer(self.path, writer_lock=self._lock)
         weakref.finalize(self, self._checkpointer.stop)
         with self._tx() as c:
             for statement in _SCHEMA.split(";"):

@@ -7,6 +7,11 @@ waits for the fsync. The store raises the automatic threshold to a safety net an
 a PASSIVE checkpoint (it never waits on, nor blocks, readers and writers) each time about as much
 has been written as the default threshold allows. Durability does not change: a commit is durable
 against a crash of the process once it is in the WAL, whoever copies it back later.
+
+The WAL starts over (its next frame goes to the start of the file) only when a writer begins while
+every frame is copied back. A writer that never pauses appends during every checkpoint, so the thread
+ends each round by copying the last few frames while it holds the store's own write lock: then no
+writer of this store is in between, and its next transaction starts the WAL over.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import os
 import sqlite3
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from urllib.parse import quote
 
 PAGE_BYTES = 4096
@@ -27,22 +33,42 @@ WAL_KEPT_BYTES = 2 * CHECKPOINT_PAGES * PAGE_BYTES
 """What the WAL file is cut back to when it starts over (`journal_size_limit`): a burst that grew it to
 the safety net does not leave 16 MB on disk."""
 _CATCH_UP_ROUNDS = 4
-"""Checkpoints in a row while writes keep landing: the WAL starts over only once all of it is copied
-back, and the frames written during one checkpoint are a small one's work."""
+"""Checkpoints in a row while writes keep landing, before the last one under the writer's lock."""
+_FIRST_FRAMES_PER_PAGE = 4.0
+"""The guess before the first round measures it: what small journal rows cost (3.6 frames a commit)."""
+_MAX_FRAMES_PER_PAGE = 8.0
+"""The most WAL frames one counted page is taken to cost (a b-tree split rewrites siblings and parent)."""
 
 
 class WalCheckpointer:
     """Runs one database file's checkpoints on a daemon thread, started on the first one needed.
 
-    It holds the path, never the store, so a store dropped without `close()` can still be collected
-    (its finalizer stops the thread). `checkpoints` counts the checkpoints this thread completed.
+    It holds the path and the writer's lock, never the store, so a store dropped without `close()` can
+    still be collected (its finalizer stops the thread). `checkpoints` counts the checkpoints this
+    thread completed.
+
+    The writer counts pages from what it writes (`wrote`); a transaction writes more WAL frames than
+    that (the leaf, split siblings, their parent, page 1 when the file grows), so after each round the
+    thread compares the frames the WAL holds with the pages counted and scales the count to match: the
+    next round comes after about `every_pages` frames, whatever the rows look like.
     """
 
-    def __init__(self, path: str, *, every_pages: int = CHECKPOINT_PAGES) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        every_pages: int = CHECKPOINT_PAGES,
+        writer_lock: AbstractContextManager[object] | None = None,
+    ) -> None:
         self.path = path
         self.every_pages = every_pages
         self.checkpoints = 0
-        self._pages = 0
+        self.frames_per_page = _FIRST_FRAMES_PER_PAGE
+        """WAL frames one counted page costs, as the last round measured it."""
+        self._pages = 0.0
+        self._writer_lock: AbstractContextManager[object] = (
+            nullcontext() if writer_lock is None else writer_lock
+        )
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -51,9 +77,9 @@ class WalCheckpointer:
     def wrote(self, nbytes: int = 0) -> None:
         """Count one committed write transaction of about `nbytes` (a page at least); wake the thread
         once enough pages have gone into the WAL since its last checkpoint."""
-        self._pages += 1 + nbytes // PAGE_BYTES
+        self._pages += (1 + nbytes // PAGE_BYTES) * self.frames_per_page
         if self._pages >= self.every_pages:
-            self._pages = 0
+            self._pages = 0.0
             self._wake_thread()
 
     def _wake_thread(self) -> None:
@@ -81,11 +107,7 @@ class WalCheckpointer:
                 try:
                     if conn is None:  # read-write, never create: a file removed meanwhile stays removed
                         conn = sqlite3.connect(f"file:{quote(self.path)}?mode=rw", uri=True, isolation_level=None)
-                    for _ in range(_CATCH_UP_ROUNDS):
-                        _busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                        self.checkpoints += 1
-                        if copied >= logged or self._stopping:
-                            break  # all of it copied: the next write starts the WAL over
+                    self._round(conn)
                 except sqlite3.Error as exc:  # the writer's safety net still bounds the WAL
                     if _contended(exc):
                         continue  # another connection is checkpointing this file right now
@@ -97,6 +119,41 @@ class WalCheckpointer:
             if conn is not None:
                 conn.close()
 
+    def _round(self, conn: sqlite3.Connection) -> None:
+        """Copy the WAL back while the writer goes on, then its last frames under the writer's lock."""
+        first_logged: int | None = None
+        for _ in range(_CATCH_UP_ROUNDS):
+            logged, copied = self._checkpoint(conn)
+            if first_logged is None:
+                first_logged = logged
+            if copied < logged and not self._stopping:
+                continue  # a reader's snapshot or a concurrent checkpoint held some back: once more
+            break
+        self._sync_files()
+        with self._writer_lock:  # frames the writer added meanwhile: a few, copied in a millisecond
+            self._checkpoint(conn)
+        counted = self.every_pages / self.frames_per_page  # pages the writer counted since the last round
+        if first_logged:
+            self.frames_per_page = min(max(first_logged / counted, 1.0), _MAX_FRAMES_PER_PAGE)
+
+    def _sync_files(self) -> None:
+        """Flush the pages the bulk copied (and the WAL frames so far) before taking the writer's lock, so
+        the syncs the last checkpoint makes under it find little to write. Only adds durability."""
+        for name in (self.path, f"{self.path}-wal"):
+            try:
+                fd = os.open(name, os.O_RDONLY)
+            except OSError:
+                continue  # no WAL (yet, or any more): nothing to flush
+            try:
+                _fdatasync(fd)
+            finally:
+                os.close(fd)
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        _busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        self.checkpoints += 1
+        return int(logged), int(copied)
+
     def stop(self) -> None:
         """Stop the thread (after the checkpoint it may be running) and close its connection."""
         self._stopping = True
@@ -104,6 +161,9 @@ class WalCheckpointer:
         thread = self._thread
         if thread is not None and self._pid == os.getpid() and thread is not threading.current_thread():
             thread.join(timeout=30.0)
+
+
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # no fdatasync on macOS
 
 
 def _contended(exc: sqlite3.Error) -> bool:
