@@ -171,6 +171,12 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
         if median is not None:
             out.append(Row("one-turn agent (SQLite journal), median ratio of the rounds to TestModel", "", "",
                            f"{median:.2f}x", "<= 0.25x"))
+        long = o.get("tether_sqlite_long_us")
+        if long is not None:
+            out.append(Row(f"one-turn agent (SQLite journal), {o.get('long_runs', 0):.0f} runs of them on one file "
+                           "(WAL checkpoints amortized), us/invocation", _f(long, " us"),
+                           f"pydantic-ai Agent + TestModel: {_f(o.get('pydantic_ai_test_us'), ' us')}",
+                           _ratio(long, o.get("pydantic_ai_test_us")), "(info)"))
         out.append(Row("one-turn agent (memory journal), us/invocation", _f(o.get("tether_memory_us"), " us"),
                        f"pydantic-ai Agent + TestModel: {_f(o.get('pydantic_ai_test_us'), ' us')}",
                        _ratio(o.get("tether_memory_us"), o.get("pydantic_ai_test_us")), "(info)"))

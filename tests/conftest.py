@@ -58,3 +58,26 @@ def _engine_entries_are_the_entries_pydantic_builds(monkeypatch: pytest.MonkeyPa
         return built
 
     monkeypatch.setattr(LeanEntries, "__call__", checked)
+
+
+@pytest.fixture(autouse=True)
+def _engine_events_are_the_events_pydantic_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine builds its hot events without validating them again (`LeanEvents`): in every test, each
+    one must be the event pydantic validates from the same fields (equal, the same bytes, the same types)."""
+    from typing import Any
+
+    from tether.contracts.events import BaseEvent, LeanEvents
+
+    lean = LeanEvents.__call__
+
+    def checked(self: LeanEvents, cls: type[BaseEvent], /, **fields: Any) -> BaseEvent:
+        built = lean(self, cls, **dict(fields))
+        reference = cls(**fields)
+        assert type(built) is cls and built == reference, (built, reference)
+        assert built.model_dump_json() == reference.model_dump_json()
+        assert list(built.__dict__) == list(reference.__dict__)
+        assert {n: type(v) for n, v in built} == {n: type(v) for n, v in reference}
+        assert built.model_fields_set == reference.model_fields_set
+        return built
+
+    monkeypatch.setattr(LeanEvents, "__call__", checked)

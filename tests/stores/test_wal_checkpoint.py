@@ -154,16 +154,16 @@ def test_a_round_ends_under_the_writers_lock_and_scales_the_count_to_the_frames(
 async def test_a_writer_that_never_pauses_has_its_wal_started_over_by_the_thread(tmp_path: Path) -> None:
     """Appends back to back: each round of the thread ends with the WAL all copied and no writer in
     between, so the writer's next transaction starts it over. Without that the WAL grows to the
-    writer's safety net (4,000 pages, 16 MB), whose checkpoint then runs inside an append and cuts
-    the file back to `WAL_KEPT_BYTES`."""
+    writer's safety net (`SAFETY_NET_PAGES`, 32 MB), whose checkpoint then runs inside an append and
+    cuts the file back to `WAL_KEPT_BYTES`."""
     path = tmp_path / "t.db"
     store = SqliteStore(path)
     try:
         store._checkpointer.every_pages = 100
-        await _append(store, "r", 3000)  # well over 4,000 WAL frames in all
+        await _append(store, "r", 4000)  # well over the safety net's 8,000 WAL frames in all
         assert store._checkpointer.checkpoints >= 4
         assert _wal_bytes(path) < WAL_KEPT_BYTES
         assert 1.0 <= store._checkpointer.frames_per_page <= 8.0
-        assert len(await store.load("r")) == 3000
+        assert len(await store.load("r")) == 4000
     finally:
         await store.close()

@@ -26,7 +26,7 @@ from tether.agents.tool_budget import ToolBudgetGate
 from tether.agents.toolcalls import ToolRunner
 from tether.contracts.compact import compact
 from tether.contracts.errors import BudgetExhaustedError, ConfigError
-from tether.contracts.events import AgentEnd, AgentFailed, AgentStart, SchemaIssue, SchemaRetry
+from tether.contracts.events import AgentEnd, AgentFailed, AgentStart, SchemaIssue, SchemaRetry, lean_event
 from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, AgentStatus, Stage
@@ -61,9 +61,9 @@ async def run_agent(
         restored = None  # a checkpoint this version cannot read is never trusted: start over
     state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening)
     state.model_index = min(state.model_index, len(spec.models) - 1)
-    host.emit(AgentStart(
-        label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref, resumed=restored is not None,
-        turns=state.turns, prompt=spec.prompt[:2_000],
+    host.emit(lean_event(
+        AgentStart, label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
+        resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000],
     ))
     loop = _AgentLoop(spec, host, hooks, state, signal)
     result = await loop.run()
@@ -75,9 +75,9 @@ async def run_agent(
 
 def end_event(result: AgentResult, *, reason: str | None = None, provider_calls: int = 0) -> AgentEnd:
     """The `agent:end` of a settled invocation (the host adds its ids and journaled cost)."""
-    return AgentEnd(
-        status=result.status, output=output_summary(result.output), usage=result.usage, cost_usd=result.cost_usd,
-        turns=result.turns, served_by=result.served_by, finish_reason=result.finish_reason,
+    return lean_event(
+        AgentEnd, status=result.status, output=output_summary(result.output), usage=result.usage,
+        cost_usd=result.cost_usd, turns=result.turns, served_by=result.served_by, finish_reason=result.finish_reason,
         tool_budget=result.tool_budget, error=result.error, reason=reason, provider_calls=provider_calls,
         agent_id=result.agent_id, parent_agent_id=result.parent_agent_id,
     )

@@ -23,7 +23,7 @@ class Frame:
 
     def enter(self, scope: str, **changes: object) -> Frame:
         # As `dataclasses.replace` does, minus its walk over the fields (a frame is entered per agent).
-        return type(self)(**{**self.__dict__, "scope": scope, **changes})  # type: ignore[arg-type]
+        return type(self)(**{**self.__dict__, "scope": scope, **changes})
 
 
 # One context variable for the process; its *values* are per task, so concurrent runs never share.

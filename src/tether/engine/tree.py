@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tether.budget.accounts import Account, Hold
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
-from tether.contracts.events import AgentEvent, BudgetDraw
+from tether.contracts.events import AgentEvent, BudgetDraw, lean_event
 
 if TYPE_CHECKING:
     from tether.engine.segment import Segment
@@ -202,8 +202,9 @@ class Tree:
             started_at=self.seg.engine.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
             through=calls[1], input_overhead=input_overhead or None,
         ))
-        self.seg.events.emit(BudgetDraw(agent_id=agent_id, step=step, tokens=tokens, remaining=row.get("remaining"),
-                                        usd=row["usd"], remaining_usd=row.get("remaining_usd")))
+        self.seg.events.emit(lean_event(BudgetDraw, agent_id=agent_id, step=step, tokens=tokens,
+                                        remaining=row.get("remaining"), usd=row["usd"],
+                                        remaining_usd=row.get("remaining_usd")))
         return True
 
 

@@ -24,14 +24,18 @@ from contextlib import AbstractContextManager, nullcontext
 from urllib.parse import quote
 
 PAGE_BYTES = 4096
-CHECKPOINT_PAGES = 1000
-"""Checkpoint after about this many pages were written (SQLite's default automatic threshold)."""
+CHECKPOINT_PAGES = 2000
+"""Checkpoint after about this many WAL frames were written (8 MB; twice SQLite's default automatic
+threshold). Each round has a fixed cost for the writer (the WAL header's fsync when the log starts
+over, a moment under its lock, the thread's turns at the GIL), and a journal's appends rewrite the
+same right-hand pages many times in one round; measured over 4,000 one-turn agents, rounds of 2,000
+frames cost the writer about 3% less per agent than rounds of 1,000, and 4,000 no less than 2,000."""
 SAFETY_NET_PAGES = 4 * CHECKPOINT_PAGES
 """The writer's own automatic checkpoint threshold: reached only if this thread falls behind (writes
 that never pause) or is gone, so the WAL stays bounded whatever happens here."""
 WAL_KEPT_BYTES = 2 * CHECKPOINT_PAGES * PAGE_BYTES
 """What the WAL file is cut back to when it starts over (`journal_size_limit`): a burst that grew it to
-the safety net does not leave 16 MB on disk."""
+the safety net does not leave 32 MB on disk."""
 _CATCH_UP_ROUNDS = 4
 """Checkpoints in a row while writes keep landing, before the last one under the writer's lock."""
 _FIRST_FRAMES_PER_PAGE = 4.0
