@@ -4,9 +4,10 @@ A checkpoint copies the write-ahead log back into the database file and fsyncs i
 milliseconds on a real disk. SQLite's automatic checkpoint runs inside the COMMIT that crosses its
 threshold, so the append that happens to cross it (and, on an event loop, every task of the process)
 waits for the fsync. The store raises the automatic threshold to a safety net and this thread runs
-a PASSIVE checkpoint (it never waits on, nor blocks, readers and writers) each time about as much
-has been written as the default threshold allows. Durability does not change: a commit is durable
-against a crash of the process once it is in the WAL, whoever copies it back later.
+a PASSIVE checkpoint (it never waits on, nor blocks, readers and writers) each time about twice as
+much has been written as the default threshold allows (`CHECKPOINT_PAGES`). Durability does not
+change: a commit is durable against a crash of the process once it is in the WAL, whoever copies it
+back later.
 
 The WAL starts over (its next frame goes to the start of the file) only when a writer begins while
 every frame is copied back. A writer that never pauses appends during every checkpoint, so the thread
