@@ -62,8 +62,9 @@ def _engine_entries_are_the_entries_pydantic_builds(monkeypatch: pytest.MonkeyPa
 
 @pytest.fixture(autouse=True)
 def _engine_events_are_the_events_pydantic_builds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine builds its hot events without validating them again (`LeanEvents`): in every test, each
-    one must be the event pydantic validates from the same fields (equal, the same bytes, the same types)."""
+    """The engine builds its hot events, or keeps their values, without validating them again (`LeanEvents`):
+    in every test, each one must be the event pydantic validates from the same fields (equal, the same bytes,
+    the same types)."""
     from typing import Any
 
     from tether.contracts.events import BaseEvent, LeanEvents
@@ -80,4 +81,18 @@ def _engine_events_are_the_events_pydantic_builds(monkeypatch: pytest.MonkeyPatc
         assert built.model_fields_set == reference.model_fields_set
         return built
 
+    lean_state = LeanEvents.state
+
+    def checked_state(self: LeanEvents, cls: type[BaseEvent], fields: dict[str, Any]) -> dict[str, Any] | None:
+        given = dict(fields)
+        state = lean_state(self, cls, fields)
+        if state is not None:  # the values a stream keeps without building the model (`emit_fields`)
+            reference = cls(**given)
+            assert state == reference.__dict__, (state, reference)
+            assert list(state) == list(reference.__dict__)
+            assert {n: type(v) for n, v in state.items()} == {n: type(v) for n, v in reference}
+            assert set(fields) == reference.model_fields_set
+        return state
+
     monkeypatch.setattr(LeanEvents, "__call__", checked)
+    monkeypatch.setattr(LeanEvents, "state", checked_state)

@@ -69,8 +69,10 @@ class HostDouble:
         self.executed.append((tool.name, args, call_id, ordinal))
         return await tool.call(args)
 
-    def emit(self, event: AgentScoped | str, /, **fields: Any) -> None:
-        if isinstance(event, str):  # the old call shape, validated like the engine's host does
+    def emit(self, event: AgentScoped | str | type[AgentScoped], /, **fields: Any) -> None:
+        if isinstance(event, type):  # the hot form: validated here, so every loop test checks its fields
+            event = event(**fields)
+        elif isinstance(event, str):  # the old call shape, validated like the engine's host does
             built = event_of(event, **fields)
             assert isinstance(built, AgentScoped)
             event = built

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from tether.agents.state import LoopState
-from tether.contracts.compact import compact
+from tether.contracts.compact import compact, fill_inline
+from tether.contracts.entries import JournalEntry
 from tether.contracts.messages import Message
 from tether.contracts.usage import Usage, sum_usage
+from tether.engine.tree import LeanEntries
 
 
 class _Open(BaseModel):
@@ -108,3 +112,19 @@ def test_assigning_a_loop_state_field_is_what_pydantic_assignment_does() -> None
     assert {"turns", "finish_reason", "served_by"} <= fast.model_fields_set
     with pytest.raises(ValueError, match="no field"):
         fast.not_a_field = 1
+
+
+def test_values_filled_in_one_call_stay_in_the_shared_key_layout() -> None:
+    """`fill_inline` (one `update`) keeps what one `setattr` per field keeps: the instance's own dict is the
+    small split table over the class's shared keys, not a table of its own (an `update()` into the empty
+    dict would copy the source's whole table)."""
+    fields = {"kind": "agent", "scope": "", "key": "k" * 64, "ordinal": 0, "status": "running"}
+    validated = JournalEntry(**fields)
+    lean = LeanEntries()(**fields)
+    assert lean == validated
+    assert sys.getsizeof(lean.__dict__) * 2 < sys.getsizeof(validated.__dict__)
+    state = LoopState.start("hello")
+    assert sys.getsizeof(state.__dict__) < sys.getsizeof(LoopState(messages=state.messages).__dict__)
+    empty = _Open.__new__(_Open)
+    fill_inline(empty, {})  # nothing to set: nothing happens
+    assert not empty.__dict__

@@ -120,3 +120,39 @@ def test_the_cli_writes_the_event_log_with_events(tmp_path: Path) -> None:
     assert quiet.returncode == 0, quiet.stderr
     assert "run c: steps" not in quiet.stdout, "no live view off a TTY unless asked"
     assert [e.type for e in tether.read_events(log)].count("run:start") == 2
+
+
+async def test_events_kept_from_their_fields_read_back_as_the_models_a_sink_is_handed(tmp_path: Path) -> None:
+    """With no sink or callback the stream keeps the hot events' values and builds no model; what a subscriber
+    then reads is what a run with a sink hands it, field for field (only the clock differs)."""
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.events: list[tether.events.Event] = []
+
+        def emit(self, event: tether.events.Event) -> None:
+            self.events.append(event)
+
+        def close_run(self, run_id: str) -> None:
+            pass
+
+    recorder = Recorder()
+    runs: list[list[tether.events.Event]] = []
+    for name, sinks in (("watched", [recorder]), ("quiet", [])):
+        (tmp_path / name).mkdir()
+        engine, _ = engine_for(tmp_path / name, sinks=sinks)
+        handle = engine.start(study, run_id="r", budget_usd=1.0)
+        await handle
+        runs.append([event async for event in handle.events])
+        await engine.close()
+    watched, quiet = runs
+    assert recorder.events == watched
+    assert [e.type for e in quiet] == [e.type for e in watched]
+    assert {"agent:start", "model:start", "agent:stream", "model:end", "budget:draw", "agent:end"} <= {
+        e.type for e in quiet}
+    for q, w in zip(quiet, watched, strict=True):
+        assert type(q) is type(w)
+        assert q.model_dump(exclude={"ts"}) == w.model_dump(exclude={"ts"})
+        assert list(q.__dict__) == list(w.__dict__)
+        assert {n: type(v) for n, v in q} == {n: type(v) for n, v in w}
+        assert q.model_fields_set == w.model_fields_set

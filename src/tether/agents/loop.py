@@ -61,26 +61,32 @@ async def run_agent(
         restored = None  # a checkpoint this version cannot read is never trusted: start over
     state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening)
     state.model_index = min(state.model_index, len(spec.models) - 1)
-    host.emit(lean_event(
+    host.emit(
         AgentStart, label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
         resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000],
-    ))
+    )
     loop = _AgentLoop(spec, host, hooks, state, signal)
     result = await loop.run()
     if result.error is not None:
         host.emit(AgentFailed(status=result.status, error=result.error))
-    host.emit(end_event(result, reason=loop.stop_reason, provider_calls=state.provider_calls))
+    host.emit(AgentEnd, **end_fields(result, reason=loop.stop_reason, provider_calls=state.provider_calls))
     return result
 
 
 def end_event(result: AgentResult, *, reason: str | None = None, provider_calls: int = 0) -> AgentEnd:
     """The `agent:end` of a settled invocation (the host adds its ids and journaled cost)."""
-    return lean_event(
-        AgentEnd, status=result.status, output=output_summary(result.output), usage=result.usage,
-        cost_usd=result.cost_usd, turns=result.turns, served_by=result.served_by, finish_reason=result.finish_reason,
-        tool_budget=result.tool_budget, error=result.error, reason=reason, provider_calls=provider_calls,
-        agent_id=result.agent_id, parent_agent_id=result.parent_agent_id,
-    )
+    return lean_event(AgentEnd, **end_fields(result, reason=reason, provider_calls=provider_calls))
+
+
+def end_fields(result: AgentResult, *, reason: str | None = None, provider_calls: int = 0) -> dict[str, Any]:
+    """The fields of `end_event(result, ...)`, for `host.emit(AgentEnd, **fields)`."""
+    return {
+        "status": result.status, "output": output_summary(result.output), "usage": result.usage,
+        "cost_usd": result.cost_usd, "turns": result.turns, "served_by": result.served_by,
+        "finish_reason": result.finish_reason, "tool_budget": result.tool_budget, "error": result.error,
+        "reason": reason, "provider_calls": provider_calls, "agent_id": result.agent_id,
+        "parent_agent_id": result.parent_agent_id,
+    }
 
 
 def output_summary(output: Any, limit: int = 500) -> str | None:

@@ -598,18 +598,27 @@ class LeanEvents:
         self._layouts = {cls: _lean_layout(cls) for cls in types}
 
     def __call__(self, cls: type[E], /, **fields: Any) -> E:
-        layout = self._layouts.get(cls)
-        if layout is None or not fields.keys() <= layout.names or not layout.required <= fields.keys():
+        state = self.state(cls, fields)
+        if state is None:
             return cls(**fields)
-        for name in layout.floats.intersection(fields):
-            if type(fields[name]) is int:
-                fields[name] = float(fields[name])
         event = cls.__new__(cls)
-        _put(event, "__dict__", layout.template | fields)  # every field, in declaration order
+        _put(event, "__dict__", state)
         _put(event, "__pydantic_fields_set__", set(fields))
         _put(event, "__pydantic_extra__", None)
         _put(event, "__pydantic_private__", None)
         return event
+
+
+    def state(self, cls: type[BaseEvent], fields: dict[str, Any]) -> dict[str, Any] | None:
+        """The `__dict__` pydantic would give `cls(**fields)` (every field, in declaration order; `fields` is
+        taken over: ints in float fields become floats in it), or None for what only pydantic may build."""
+        layout = self._layouts.get(cls)
+        if layout is None or not fields.keys() <= layout.names or not layout.required <= fields.keys():
+            return None
+        for name in layout.floats.intersection(fields):
+            if type(fields[name]) is int:
+                fields[name] = float(fields[name])
+        return layout.template | fields
 
 
 class _Layout(NamedTuple):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar, cast, overload
 
-from tether.contracts.events import BaseEvent, Event, event_of, matches
+from tether.contracts.events import BaseEvent, Event, event_of, lean_event, matches
 from tether.engine.frame import CURRENT_FRAME
 
 E = TypeVar("E", bound=BaseEvent)
@@ -61,6 +61,30 @@ class EventStream:
             stamp["span_id"] = frame.span_id if frame is not None else "run"
         stamped = cast(Event, stamp_event(event, stamp))
         self._events.append(self._shapes.keep(stamped))
+        self._deliver(stamped)
+        return stamped
+
+    def emit_fields(self, cls: type[BaseEvent], fields: dict[str, Any], /) -> None:
+        """`emit(cls(**fields))` for one of the engine's hot event types (`lean_event`'s), with `fields` taken
+        over: with no sink and no callback, nothing sees the event as it is emitted, so the stream keeps
+        its values and builds no model (a subscriber gets one, equal, when it reads the event)."""
+        fields["run_id"] = self.run_id
+        fields["seq"] = len(self._events) + 1
+        fields["ts"] = time.time()
+        if fields.get("span_id") is None:
+            frame = CURRENT_FRAME.get(None)
+            fields["span_id"] = frame.span_id if frame is not None else "run"
+        if not (self._sinks or self._callbacks):
+            state = lean_event.state(cls, fields)
+            if state is not None:
+                self._events.append(self._shapes.keep_state(cls, state, fields))
+                self._notify()
+                return
+        event = cast(Event, lean_event(cls, **fields))
+        self._events.append(self._shapes.keep(event))
+        self._deliver(event)
+
+    def _deliver(self, stamped: Event) -> None:
         for sink in self._sinks:
             try:
                 sink.emit(stamped)
@@ -73,7 +97,6 @@ class EventStream:
                 except Exception:
                     logging.getLogger("tether").exception("event callback failed on %s", stamped.type)
         self._notify()
-        return stamped
 
     def _notify(self) -> None:
         for waiter in self._waiters:
@@ -129,11 +152,13 @@ _Kept = tuple[int, tuple[Any, ...]]
 class _Shapes:
     """One stream's event shapes: (class, field names, set field names), numbered as first seen."""
 
-    __slots__ = ("numbers", "shapes")
+    __slots__ = ("by_fields", "numbers", "shapes")
 
     def __init__(self) -> None:
         self.shapes: list[tuple[type[BaseEvent], tuple[str, ...], frozenset[str]]] = []
         self.numbers: dict[tuple[type[BaseEvent], tuple[str, ...], frozenset[str]], int] = {}
+        self.by_fields: dict[tuple[type[BaseEvent], frozenset[str]], int] = {}
+        """Shape numbers of events kept from their fields (`keep_state`): a class lays its fields out in one order."""
 
     def keep(self, event: Event) -> Event | _Kept:
         if event.__pydantic_extra__ or event.__pydantic_private__:
@@ -144,6 +169,19 @@ class _Shapes:
         if number is None:
             number = self.numbers[shape] = len(self.shapes)
             self.shapes.append(shape)
+        return number, tuple(state.values())
+
+    def keep_state(self, cls: type[BaseEvent], state: dict[str, Any], fields_set: Iterable[str]) -> _Kept:
+        """What `keep` returns for the event whose `__dict__` is `state` and whose fields set are `fields_set`."""
+        names = frozenset(fields_set)
+        number = self.by_fields.get((cls, names))
+        if number is None:
+            shape = (cls, tuple(state), names)
+            number = self.numbers.get(shape)
+            if number is None:
+                number = self.numbers[shape] = len(self.shapes)
+                self.shapes.append(shape)
+            self.by_fields[cls, names] = number
         return number, tuple(state.values())
 
     def event(self, kept: Event | _Kept) -> Event:

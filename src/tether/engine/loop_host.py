@@ -188,11 +188,17 @@ class EngineLoopHost:
         finally:
             CURRENT_FRAME.reset(token)
 
-    def emit(self, event: AgentScoped | str, /, **fields: Any) -> None:
+    def emit(self, event: AgentScoped | str | type[AgentScoped], /, **fields: Any) -> None:
         """Telemetry of this invocation: the agent's ids, its spans and its live cost filled in.
 
+        `emit(ModelEnd, status=..., ...)` is the hot form: one of `lean_event`'s types from its fields, built
+        only if a sink or callback sees it as it is emitted. `emit(event)` takes a built model;
         `emit("tool:end", ...)` (the old call shape) is validated into the same typed model.
         """
+        if isinstance(event, type):
+            fields.update(self._stamp(event, fields))
+            self.seg.events.emit_fields(event, fields)
+            return
         if isinstance(event, str):
             built = event_of(event, **fields)
             if not isinstance(built, AgentScoped):
@@ -201,30 +207,38 @@ class EngineLoopHost:
         self.seg.events.emit(self._stamped(event))
 
     def _stamped(self, event: AgentScoped) -> AgentScoped:
+        return stamp_event(event, self._stamp(type(event), event.__dict__))
+
+    def _stamp(self, cls: type[AgentScoped], fields: dict[str, Any]) -> dict[str, Any]:
+        """The fields the host fills in an event of `cls` whose own fields are `fields`."""
         hooks = self.hooks
         update: dict[str, Any] = {
             "agent_id": self.running.agent_id, "label": self.running.label, "depth": self.frame.depth,
             "span_id": self.span_id, "parent_span_id": self.parent_span,
         }
-        if isinstance(event, ModelStart | ModelEnd | AgentStream):
-            update.update(span_id=f"{self.span_id}:call-{event.call}", parent_span_id=self.span_id)
-        elif isinstance(event, ToolStart | ToolEnd):
-            update.update(span_id=f"{self.span_id}:{event.call_id}", parent_span_id=self.span_id)
-        live = hooks.cost_usd + hooks.orphaned_usd
-        if isinstance(event, AgentStart):
+        if issubclass(cls, _CALL_EVENTS):
+            update.update(span_id=f"{self.span_id}:call-{fields['call']}", parent_span_id=self.span_id)
+        elif issubclass(cls, _TOOL_EVENTS):
+            update.update(span_id=f"{self.span_id}:{fields['call_id']}", parent_span_id=self.span_id)
+        if issubclass(cls, AgentStart):
             update.update(parent_agent_id=self.running.parent_agent_id, phase=self.frame.phase)
-        elif isinstance(event, AgentEnd):
-            update.update(cost_usd=live, parent_agent_id=self.running.parent_agent_id)  # as the terminal journals it
-        elif isinstance(event, AgentStream):
-            update["cost_usd"] = live
-        elif isinstance(event, ModelStart):
-            self._call_base[event.call] = hooks.cost_usd
-        elif isinstance(event, ModelEnd):
-            update["cost_usd"] = max(0.0, hooks.cost_usd - self._call_base.pop(event.call, hooks.cost_usd))
-        return stamp_event(event, update)
+        elif issubclass(cls, AgentEnd):  # the cost as the terminal journals it
+            update.update(cost_usd=hooks.cost_usd + hooks.orphaned_usd, parent_agent_id=self.running.parent_agent_id)
+        elif issubclass(cls, AgentStream):
+            update["cost_usd"] = hooks.cost_usd + hooks.orphaned_usd
+        elif issubclass(cls, ModelStart):
+            self._call_base[fields["call"]] = hooks.cost_usd
+        elif issubclass(cls, ModelEnd):
+            update["cost_usd"] = max(0.0, hooks.cost_usd - self._call_base.pop(fields["call"], hooks.cost_usd))
+        return update
 
     async def sleep(self, seconds: float) -> None:
         await self.seg.engine.sleep(seconds)
+
+
+_CALL_EVENTS = (ModelStart, ModelEnd, AgentStream)
+"""Events of one provider call: their span is the call's."""
+_TOOL_EVENTS = (ToolStart, ToolEnd)
 
 
 def _open_spend(seg: Segment, running: JournalEntry) -> AgentSpend | None:

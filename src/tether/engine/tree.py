@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from tether.budget.accounts import Account, Hold
+from tether.contracts.compact import fill_inline
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
-from tether.contracts.events import AgentEvent, BudgetDraw, lean_event
+from tether.contracts.events import AgentEvent, BudgetDraw
 
 if TYPE_CHECKING:
     from tether.engine.segment import Segment
@@ -48,7 +49,7 @@ class LeanEntries:
     agent's path, so both their size and their construction show. None of what follows changes a byte
     an entry serializes to or a value it compares by:
     - only the fields that are set are passed (a field left None is stored as absent anyway);
-    - the values go straight into the instance, one by one, so CPython keeps them inline (not in the
+    - the values go straight into the instance (`fill_inline`), so CPython keeps them inline (not in the
       800-byte dict pydantic assigns); they are not validated again. Every caller is engine code that
       passes the declared types (the suite checks each entry it builds against pydantic's own,
       tests/conftest.py); the fields typed `float` are made floats, as validation would, since a clock
@@ -76,13 +77,9 @@ class LeanEntries:
         values = _DEFAULTS.copy()  # every field, in declaration order, as validation sets them
         values.update(given)
         extra: dict[str, Any] = {}
-        if len(values) == len(_DEFAULTS):
-            for name, value in values.items():
-                put(entry, name, value)
-        else:  # members beyond the fields (a draw's dispatch range, a terminal's costs) are extras
-            extra = {k: v for k, v in given.items() if k not in _DEFAULTS}
-            for name in _DEFAULTS:
-                put(entry, name, values[name])
+        if len(values) != len(_DEFAULTS):  # members beyond the fields (a draw's dispatch range, a terminal's costs)
+            extra = {k: values.pop(k) for k in given if k not in _DEFAULTS}
+        fill_inline(entry, values)
         shape = frozenset(given)
         names = self._sets.get(shape)
         if names is None:
@@ -202,9 +199,10 @@ class Tree:
             started_at=self.seg.engine.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
             through=calls[1], input_overhead=input_overhead or None,
         ))
-        self.seg.events.emit(lean_event(BudgetDraw, agent_id=agent_id, step=step, tokens=tokens,
-                                        remaining=row.get("remaining"), usd=row["usd"],
-                                        remaining_usd=row.get("remaining_usd")))
+        self.seg.events.emit_fields(BudgetDraw, {
+            "agent_id": agent_id, "step": step, "tokens": tokens, "remaining": row.get("remaining"), "usd": row["usd"],
+            "remaining_usd": row.get("remaining_usd"),
+        })
         return True
 
 
