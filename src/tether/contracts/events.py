@@ -615,7 +615,7 @@ class LeanEvents:
         layout = self._layouts.get(cls)
         if layout is None or not fields.keys() <= layout.names or not layout.required <= fields.keys():
             return None
-        for name in layout.floats.intersection(fields):
+        for name in fields.keys() & layout.floats:
             if type(fields[name]) is int:
                 fields[name] = float(fields[name])
         return layout.template | fields

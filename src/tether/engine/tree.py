@@ -68,9 +68,9 @@ class LeanEntries:
         given = {k: v for k, v in fields.items() if v is not None}
         if "kind" not in given:
             raise TypeError("a journal entry needs a kind")
-        for name in _FLOATS.intersection(given):
+        for name in given.keys() & _FLOATS:
             given[name] = float(given[name])
-        for name in _DICTS.intersection(given):
+        for name in given.keys() & _DICTS:
             given[name] = dict(given[name])
         entry = JournalEntry.__new__(JournalEntry)
         put = object.__setattr__

@@ -11,6 +11,7 @@ import os
 import socket
 import time
 import uuid
+from typing import TypeGuard
 
 from tether.contracts.entries import Lease, LeaseOwner
 from tether.contracts.errors import ConfigError, LeaseHeldError
@@ -137,7 +138,7 @@ def check_fence(run_id: str, lease: Lease, held: Lease | None, now: float) -> No
             run_id=run_id,
             lease_run_id=lease.run_id,
         )
-    if held is None or held.epoch != lease.epoch or held.owner != lease.owner:
+    if not _holds(held, lease):
         raise _lost(run_id, lease, held, "append")
     if now > held.expires_at:
         raise LeaseHeldError(
@@ -150,9 +151,15 @@ def check_fence(run_id: str, lease: Lease, held: Lease | None, now: float) -> No
         )
 
 
+def _holds(held: Lease | None, lease: Lease) -> TypeGuard[Lease]:
+    """Whether `held` (the run's current lease) is `lease`: the same epoch and owner (checked on every append,
+    so the usual case, the very same object, skips comparing the owners field by field)."""
+    return held is lease or (held is not None and held.epoch == lease.epoch and held.owner == lease.owner)
+
+
 def renewed(lease: Lease, held: Lease | None, now: float) -> Lease:
     """`lease` extended by its ttl, if it is still the run's current lease (expired or not)."""
-    if held is None or held.epoch != lease.epoch or held.owner != lease.owner:
+    if not _holds(held, lease):
         raise _lost(lease.run_id, lease, held, "renew")
     return held.model_copy(update={"expires_at": now + held.ttl_s})
 
