@@ -46,7 +46,7 @@ def set_field(model: BaseModel, name: str, value: object) -> None:
 
 
 def fill_inline(instance: object, values: dict[str, Any]) -> None:
-    """Set `values` (at least one) as the attributes of `instance`, which has none yet, in one C call, keeping
+    """Set `values` as the attributes of `instance`, which has none yet, in one C call, keeping
     them inline (CPython's shared-key layout, as one `setattr` per value would, at a fraction of the cost).
 
     Writes go through the instance's `__dict__`, whose first key is put in alone: `update()` into an empty

@@ -608,7 +608,6 @@ class LeanEvents:
         _put(event, "__pydantic_private__", None)
         return event
 
-
     def state(self, cls: type[BaseEvent], fields: dict[str, Any]) -> dict[str, Any] | None:
         """The `__dict__` pydantic would give `cls(**fields)` (every field, in declaration order; `fields` is
         taken over: ints in float fields become floats in it), or None for what only pydantic may build."""
