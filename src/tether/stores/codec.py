@@ -38,14 +38,14 @@ def checksum(body: bytes) -> str:
 def entry_json(entry: JournalEntry, seq: int) -> str:
     """The stored text of an entry: compact JSON with `seq` filled in and the checksum member last."""
     extra = entry.__pydantic_extra__
-    old = {"checksum"} if extra and "checksum" in extra else None  # (a fresh entry has none: nothing to leave out)
+    stale = {"checksum"} if extra and "checksum" in extra else None  # a fresh entry has no checksum to leave out
     try:
         if entry.seq is None:  # `seq` is the first field: spliced in front, as a copy with it set would write it
-            rest = entry.model_dump_json(exclude_none=True, exclude=old)
+            rest = entry.model_dump_json(exclude_none=True, exclude=stale)
             body = f'{{"seq":{int(seq)},{rest[1:]}'
         else:
             numbered = entry if entry.seq == seq else entry.model_copy(update={"seq": seq})
-            body = numbered.model_dump_json(exclude_none=True, exclude=old)
+            body = numbered.model_dump_json(exclude_none=True, exclude=stale)
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise NonSerializableValueError(
             f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
