@@ -1,4 +1,4 @@
-"""What the process executors promise beyond the kit: group kills, sandbox walls, scrubbed env."""
+"""What the process executors promise beyond the kit: group kills, sandbox walls, allow-listed env."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tether.tools.executors import (
     SubprocessExecutor,
     get_executor,
 )
-from tether.tools.executors._process import is_secret, live_group_members
+from tether.tools.executors._process import is_harmless, live_group_members
 from tether.tools.executors.sandbox import INSTALL_HINT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,18 +111,17 @@ SECRETS = {
 
 
 @pytest.mark.parametrize("executor_cls", [SubprocessExecutor, SandboxExecutor])
-async def test_secrets_are_scrubbed_from_the_tool_environment(
+async def test_only_allow_listed_variables_reach_the_tool_environment(
     executor_cls: type[SubprocessExecutor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HARMLESS_SETTING", "visible")
-    names = [*SECRETS, "HARMLESS_SETTING"]
+    monkeypatch.setenv("UNLISTED_SETTING", "not a secret, still not passed")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
+    names = [*SECRETS, "UNLISTED_SETTING", "LC_TIME"]
     result = await executor_cls().run(request("read_env", names=names))
     assert result.outcome == "ok", result.error
-    # The subprocess executor scrubs secrets (a deny-list); the sandbox passes an allow-list only.
-    harmless = "visible" if executor_cls is SubprocessExecutor else None
-    assert result.value == {**dict.fromkeys(SECRETS), "HARMLESS_SETTING": harmless}
+    assert result.value == {**dict.fromkeys(SECRETS), "UNLISTED_SETTING": None, "LC_TIME": "C.UTF-8"}
 
 
 async def test_passthrough_and_explicit_env_reach_the_tool(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,17 +140,17 @@ async def test_passthrough_and_explicit_env_reach_the_tool(monkeypatch: pytest.M
     }
 
 
-def test_secret_names_are_recognized() -> None:
-    for name in (
-        "ANTHROPIC_API_KEY",
-        "AWS_SECRET_ACCESS_KEY",
-        "DB_PASSWORD",
-        "X_API_KEY_V2",
-        "github_token",
-    ):
-        assert is_secret(name), name
-    for name in ("PATH", "HOME", "PYTHONPATH", "KEYBOARD", "TOKENIZERS_PARALLELISM"):
-        assert not is_secret(name), name
+def test_the_environment_allow_list_holds_locale_and_paths_and_no_credentials() -> None:
+    for name in ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"):
+        assert is_harmless(name), name
+    for name in ("PGPASSWORD", "DATABASE_URL", "TETHER_STORE", "AWS_SECRET_ACCESS_KEY", "PYTHONPATH", "lang"):
+        assert not is_harmless(name), name
+
+
+async def test_scrub_false_hands_the_tool_the_whole_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UNLISTED_SETTING", "visible")
+    result = await SubprocessExecutor(scrub=False).run(request("read_env", names=["UNLISTED_SETTING"]))
+    assert result.value == {"UNLISTED_SETTING": "visible"}
 
 
 async def sandboxed(fn_name: str, **args: Any) -> ExecResult:

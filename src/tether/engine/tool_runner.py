@@ -25,6 +25,10 @@ class ToolRunner:
     dispatches can never orphan a call it makes again.
     """
 
+    def __init__(self) -> None:
+        self._named: dict[str, Executor] = {}
+        """The executors tools name (`executor="sandbox"`), built on first use."""
+
     async def run(
         self, seg: Segment, tool: Tool, args: dict[str, Any], *, agent_seq: int, ordinal: int, call_id: str,
         cwd: str | None = None,
@@ -42,7 +46,7 @@ class ToolRunner:
             env=tool.env_values(), read_paths=tool.read_paths, hide_paths=store_paths(seg.store),
         )
         ledger = EffectLedger(seg.store, seg.run_id, clock=seg.engine.clock)
-        result = await ledger.dispatch(_executor(tool), request, tool, span_id=f"agent-{agent_seq}:{call_id}")
+        result = await ledger.dispatch(self._executor(tool), request, tool, span_id=f"agent-{agent_seq}:{call_id}")
         if result.outcome == "ok":
             return result.value
         if result.outcome == "timeout":
@@ -53,6 +57,17 @@ class ToolRunner:
             outcome=result.outcome, exit_code=result.exit_code, signal=result.signal,
         )
 
+    def _executor(self, tool: Tool) -> Executor:
+        if tool.executor in (None, "inprocess"):
+            # The tool's value and exceptions reach the agent loop as they are (ModelRetry included).
+            return InProcessExecutor(propagate=True)
+        if not isinstance(tool.executor, str):
+            return get_executor(tool.executor)
+        named = self._named.get(tool.executor)
+        if named is None:  # one per name and engine: the sandbox probes what its bwrap accepts once
+            named = self._named[tool.executor] = get_executor(tool.executor)
+        return named
+
     @staticmethod
     async def _orphans_of(seg: Segment) -> dict[str, str]:
         """idempotency key → attempt id of this run's orphaned dispatches, loaded once per segment."""
@@ -61,11 +76,6 @@ class ToolRunner:
         return seg.tool_orphans
 
 
-def _executor(tool: Tool) -> Executor:
-    if tool.executor in (None, "inprocess"):
-        # The tool's value and exceptions reach the agent loop as they are (ModelRetry included).
-        return InProcessExecutor(propagate=True)
-    return get_executor(tool.executor)
 
 
 def store_paths(store: JournalStore) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -38,8 +38,12 @@ _GROUP_POLL_S = 0.01
 WATCH_FD_ENV = "TETHER_WATCH_FD"
 """The child's environment variable naming its inherited engine-death pipe (see `run_child`)."""
 
-SECRET_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY"})
-SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD")
+HARMLESS_ENV = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"}
+    | {"LD_LIBRARY_PATH", "PYTHONHOME"}  # what some interpreters need to start at all
+)
+"""What a tool inherits from the engine without being asked: locale, paths, identity, no credentials."""
+HARMLESS_PREFIXES = ("LC_",)
 
 
 @dataclass(frozen=True)
@@ -54,21 +58,22 @@ class ChildExit:
     duration_ms: float
 
 
-def is_secret(name: str) -> bool:
-    """Whether an environment variable looks like a credential the tool must not inherit."""
-    upper = name.upper()
-    return upper in SECRET_NAMES or "API_KEY" in upper or upper.endswith(SECRET_SUFFIXES)
+def is_harmless(name: str, allowed: Iterable[str] = HARMLESS_ENV) -> bool:
+    """Whether an engine variable is on the allow-list a tool inherits (`LC_*` always is)."""
+    return name in allowed or name.startswith(HARMLESS_PREFIXES)
 
 
 def child_env(
     passthrough: Sequence[str], explicit: Mapping[str, str], *, scrub: bool
 ) -> dict[str, str]:
-    """The child's environment: the parent's minus secrets (unless passed through), plus `explicit`.
+    """The child's environment: the allow-list and `passthrough` of the engine's, plus `explicit`.
 
-    PYTHONPATH carries the parent's `sys.path`, so the tool module imports in the child.
+    An allow-list, not a deny-list of secret-looking names: `PGPASSWORD`, `DATABASE_URL` or
+    `TETHER_STORE` carry credentials under names no pattern predicts. `scrub=False` hands the child
+    the engine's whole environment. PYTHONPATH carries the parent's `sys.path`, so the tool imports.
     """
     keep = set(passthrough)
-    env = {k: v for k, v in os.environ.items() if not (scrub and is_secret(k)) or k in keep}
+    env = {k: v for k, v in os.environ.items() if not scrub or k in keep or is_harmless(k)}
     env.update(explicit)
     if traceparent := TRACEPARENT.get():  # the open execute_tool span: the tool's spans join the trace
         env["TRACEPARENT"] = traceparent

@@ -1,14 +1,16 @@
 """The sandbox executor: the subprocess executor inside bubblewrap, on an allow-list of paths.
 
-The sandbox has no network, its own pid namespace, a private `/tmp`, and a filesystem built from
-nothing: read-only binds of the system runtime (`/usr`, `/bin`, `/lib*`, the few `/etc` files the
-dynamic linker and Python read), the interpreter's prefixes and every import-path entry
-(`sys.path`, so `PYTHONPATH` included), the paths the tool declares with `read_paths=`, and the
-dispatch's workdir (plus the request's `cwd`) writable. The home directory is never bound (it is
-covered by an empty tmpfs when an import-path entry contains it) and the engine's store
-(`ExecRequest.hide_paths`) is masked wherever it would show. The environment is an allow-list:
-`PATH`, `LANG`, `HOME` (the workdir), the import path, and what the tool or executor names.
-`--die-with-parent` plus the pid namespace end every process of the call when the engine dies.
+The sandbox has no network, its own pid namespace, a private `/tmp`, no capabilities (not even when
+the engine runs as root; see `_privileges`), and a filesystem built from nothing: read-only binds of
+the system runtime (`/usr`, `/bin`, `/lib*`, the few `/etc` files the dynamic linker and Python
+read), the interpreter's prefixes and every import-path entry (`sys.path`, so `PYTHONPATH`
+included), the paths the tool declares with `read_paths=`, and the dispatch's workdir (plus the
+request's `cwd`) writable. The home directory is never bound (it is covered by an empty tmpfs when
+an import-path entry contains it) and the engine's store (`ExecRequest.hide_paths`) is masked
+wherever a bind shows it, under its real path and under every name a bind gives it. The environment
+is an allow-list: `PATH`, the locale, `HOME` (the workdir), the import path, and what the tool or
+executor names. `--die-with-parent` plus the pid namespace end every process of the call when the
+engine dies.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from collections.abc import Iterable, Sequence
 
 from tether.contracts.errors import ConfigError
 from tether.contracts.protocols import ExecRequest
-from tether.tools.executors._process import ChildExit, python_path, unwrap_shell_status
+from tether.tools.executors._privileges import NAMESPACES, privilege_flags, proc_guards
+from tether.tools.executors._process import ChildExit, is_harmless, python_path, unwrap_shell_status
 from tether.tools.executors.subprocess import SubprocessExecutor
 
 INSTALL_HINT = (
@@ -38,7 +41,8 @@ SYSTEM_FILES = (
     "/etc/group",
 )
 """The `/etc` the dynamic linker and Python need; nothing with credentials or host config."""
-ALLOWED_ENV = ("PATH", "LANG")
+ALLOWED_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ"})
+"""The engine variables a sandboxed tool inherits (and `LC_*`); its HOME is the workdir."""
 
 
 class SandboxExecutor(SubprocessExecutor):
@@ -64,10 +68,18 @@ class SandboxExecutor(SubprocessExecutor):
         if found is None:
             raise ConfigError(INSTALL_HINT, command=bwrap)
         self.bwrap = found
+        self._privileges: tuple[str, ...] | None = None
+
+    def privileges(self) -> tuple[str, ...]:
+        """The privilege drop this bwrap accepts here, probed once per executor (a few ms of bwrap runs)."""
+        if self._privileges is None:
+            self._privileges = privilege_flags(self.bwrap, os.geteuid())
+        return self._privileges
 
     def environment(self, request: ExecRequest, workdir: str) -> dict[str, str]:
-        """The allow-list: PATH, LANG, HOME = the workdir, the import path, and the declared names."""
-        env = {k: os.environ[k] for k in (*ALLOWED_ENV, *self.env_passthrough) if k in os.environ}
+        """The allow-list: PATH, the locale, HOME = the workdir, the import path, the declared names."""
+        keep = set(self.env_passthrough)
+        env = {k: v for k, v in os.environ.items() if k in keep or is_harmless(k, ALLOWED_ENV)}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         env.update(request.env)
         env["HOME"] = workdir
@@ -79,13 +91,14 @@ class SandboxExecutor(SubprocessExecutor):
         """`bwrap <mounts> -- python -c <runner>`; later mounts win, so masks come after binds."""
         argv = [
             self.bwrap,
-            "--unshare-all",  # no network, ipc, uts, cgroup sharing
-            "--unshare-pid",  # (included above; explicit because the promise depends on it)
+            *NAMESPACES,  # no network, ipc, uts or cgroup sharing; its own pid namespace
+            *self.privileges(),  # no capabilities, even for root
             "--die-with-parent",
             "--dev",
             "/dev",
             "--proc",
             "/proc",
+            *proc_guards(),
             "--tmpfs",
             "/tmp",
         ]
@@ -98,18 +111,22 @@ class SandboxExecutor(SubprocessExecutor):
         argv += _ro_binds(r for r in roots if _under(r, home))
         declared = [os.path.abspath(p) for p in request.read_paths]
         argv += _ro_binds(declared)
-        visible = [*roots, *declared]
-        for path in request.hide_paths:
-            argv += _mask(os.path.abspath(path), visible)
-        argv += ["--bind", workdir, workdir]
-        if request.cwd:
-            argv += ["--bind", request.cwd, request.cwd]
+        writable = [workdir, *([request.cwd] if request.cwd else [])]
+        for path in writable:
+            argv += ["--bind", path, path]
+        shown = [*system_dirs(), *roots, *declared, *writable]
+        argv += masks(request.hide_paths, shown)
         argv += ["--remount-ro", "/", "--chdir", request.cwd or workdir, "--"]
         return argv + super().command(request, workdir)
 
     def describe_child(self, child: ChildExit) -> ChildExit:
         """bwrap exits 128 + N when the sandboxed process died of signal N."""
         return unwrap_shell_status(child)
+
+
+def system_dirs() -> list[str]:
+    """The system directories bound as they are (merged-/usr symlinks are recreated, not bound)."""
+    return [p for p in SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
 
 
 def system_mounts() -> list[str]:
@@ -163,15 +180,47 @@ def _ro_binds(paths: Iterable[str]) -> list[str]:
     return argv
 
 
-def _mask(path: str, visible: Sequence[str]) -> list[str]:
-    """Hide `path` (an empty dir over a dir, /dev/null over a file) when a bind would expose it."""
-    if not any(_under(path, v) for v in visible):
-        return []  # never bound, so never visible
-    if os.path.isdir(path):
-        return ["--tmpfs", path]
-    if os.path.exists(path):
-        return ["--ro-bind", "/dev/null", path]
-    return []
+def masks(hide_paths: Iterable[str], binds: Iterable[str]) -> list[str]:
+    """Cover each hidden path at every place a bind shows it (an empty dir, or /dev/null over a file).
+
+    A bind at `dest` shows the real directory `dest` resolves to, so a hidden path is found by its
+    real path (symlinks resolved), wherever that lies under a bind's real directory, and mapped to
+    the name the bind gives it. Any other name, a symlink in a bound tree, resolves inside the
+    sandbox to one of those places or to nothing. A bind inside a hidden directory is covered whole.
+    """
+    views = [(dest, os.path.realpath(dest)) for dest in dict.fromkeys(binds)]
+    argv: list[str] = []
+    covered: set[str] = set()
+    for real in real_paths(hide_paths):
+        if not os.path.exists(real):
+            continue
+        for dest, shows in views:
+            if _under(real, shows):
+                spot, hidden = dest + real[len(shows) :], real
+            elif _under(shows, real):
+                spot, hidden = dest, shows
+            else:
+                continue
+            if spot not in covered:
+                covered.add(spot)
+                argv += ["--tmpfs", spot] if os.path.isdir(hidden) else ["--ro-bind", "/dev/null", spot]
+    return argv
+
+
+def real_paths(hide_paths: Iterable[str]) -> list[str]:
+    """The real paths behind the hidden ones (symlinks resolved).
+
+    A hidden path named after another one (`t.db-wal` after `t.db`) also follows that one's real
+    target: SQLite names a database's companions after the resolved path, so the `-wal` of a
+    symlinked `t.db` lies next to the file the link points to.
+    """
+    given = [os.path.abspath(p) for p in hide_paths]
+    found = [os.path.realpath(p) for p in given]
+    for path in given:
+        for base in given:
+            if path != base and path.startswith(base) and os.path.islink(base):
+                found.append(os.path.realpath(base) + path[len(base) :])
+    return list(dict.fromkeys(found))
 
 
 def _under(path: str, root: str) -> bool:

@@ -3,8 +3,8 @@
 The child runs the runner's source (`python -c`, so it imports no tether unless the tool does),
 imports the tool by `module:qualname`, reads the request as JSON on stdin and answers JSON on
 stdout. A timeout kills the whole process group, grandchildren included, and so does the death
-of the engine (a watchdog in the group notices; see `_process.run_child`). Secrets are scrubbed
-from the child's environment by default.
+of the engine (a watchdog in the group notices; see `_process.run_child`). The child's environment
+is an allow-list of the engine's (`_process.HARMLESS_ENV`), never the engine's secrets.
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def result_from(request: ExecRequest, child: ChildExit, **placement: Any) -> Exe
 
 
 class SubprocessExecutor:
-    """Runs each call in a fresh interpreter; `env_passthrough` names secrets the tool may see."""
+    """Runs each call in a fresh interpreter; `env_passthrough` names engine variables it may see.
+
+    `scrub=False` gives the tool the engine's whole environment instead of the allow-list.
+    """
 
     name = "subprocess"
     watch_engine = True
@@ -113,7 +116,7 @@ class SubprocessExecutor:
         return [sys.executable, "-c", runner_source()]
 
     def environment(self, request: ExecRequest, workdir: str) -> dict[str, str]:
-        """The child's environment: the parent's minus secrets, plus the request's `env`."""
+        """The child's environment: the allow-list, `env_passthrough`, and the request's `env`."""
         return child_env(self.env_passthrough, request.env, scrub=self.scrub)
 
     def describe_child(self, child: ChildExit) -> ChildExit:
