@@ -3,6 +3,7 @@
 Configured by environment variables, so each worker process can differ:
 - `WORKER_STORE`: the PostgreSQL URL (with `?schema=`) the engine names; set but empty, the engine
   names no store (so `TETHER_STORE` or `--store` chooses it); `WORKER_LOG`: the shared request log;
+- `WORKER_FIXED`: set, the `crasher` workflow no longer kills its worker;
 - `WORKER_LATENCY` (s, default 0.02), `WORKER_TTL` (lease TTL s, default 60),
   `WORKER_CLOCK_OFFSET` (s added to this process's clock for the engine and the store),
   `WORKER_CAPS` (`queue=cap,...`).
@@ -14,6 +15,7 @@ completed, one line each, from every process into one file; replies name the ans
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -88,6 +90,17 @@ async def approval(ctx: tether.Ctx, tag: str) -> dict[str, Any]:
     return {"draft": draft, "verdict": verdict, "final": final}
 
 
+@tether.workflow(name="crasher")
+async def crasher(ctx: tether.Ctx, tag: str) -> str:
+    """One paid agent, then the process driving it dies of SIGKILL (no handler, no hand-back), unless
+    `WORKER_FIXED` is set; each death is logged as `crash <tag>` first."""
+    answer = await ctx.agent(f"{tag} before the crash")
+    if not os.environ.get("WORKER_FIXED"):
+        log("crash", tag)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return answer
+
+
 def _caps() -> dict[str, int]:
     spec = os.environ.get("WORKER_CAPS", "")
     return {k: int(v) for k, v in (item.split("=") for item in spec.split(",") if item)}
@@ -100,7 +113,7 @@ engine = tether.Engine(
     models=[LoggedModel()],
     routing={"loop": "fake:m"},
     **_NAMED_STORE,
-    workflows=[chain, stamp, approval],
+    workflows=[chain, stamp, approval, crasher],
     lease_ttl_s=float(os.environ.get("WORKER_TTL", "60")),
     clock=clock,
     queues=_caps(),

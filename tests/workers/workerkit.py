@@ -77,6 +77,7 @@ def spawn_worker(
     extra: tuple[str, ...] = (),
     faketime: str | None = None,
     tether_store: str | None = None,
+    env_extra: dict[str, str] | None = None,
 ) -> WorkerProcess:
     """Start `tether worker --app worker_app:engine` and return once it printed its health line.
 
@@ -91,6 +92,7 @@ def spawn_worker(
         "WORKER_LATENCY": str(latency),
         "WORKER_CLOCK_OFFSET": str(clock_offset),
         "WORKER_CAPS": caps,
+        **(env_extra or {}),
     }
     env.pop("TETHER_STORE", None)
     if tether_store is not None:
@@ -110,6 +112,16 @@ def spawn_worker(
     threading.Thread(target=worker._pump, daemon=True).start()
     worker.wait_for(" ready: ")
     return worker
+
+
+def run_cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`tether ARGS...` in a child process that can import `worker_app` (no `TETHER_STORE`)."""
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{HERE}", **(env_extra or {})}
+    env.pop("TETHER_STORE", None)
+    return subprocess.run(
+        [sys.executable, "-c", "from tether.cli.main import main; main()", *args],
+        cwd=HERE, env=env, capture_output=True, text=True, timeout=60,
+    )
 
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")

@@ -10,6 +10,7 @@ import typer
 
 from tether.cli.app import resolve
 from tether.cli.shell import StoreOpt
+from tether.contracts.queue import DEFAULT_MAX_ATTEMPTS
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +31,13 @@ def worker(
         float, typer.Option("--poll", min=0.01, help="Seconds between claims when no notification comes.")
     ] = 1.0,
     worker_id: Annotated[str | None, typer.Option("--id", help="Worker id (default host:pid).")] = None,
+    max_attempts: Annotated[
+        int,
+        typer.Option(
+            "--max-attempts", min=1,
+            help="Claims of a run in a row whose worker died before it settled; then the run is dead-lettered.",
+        ),
+    ] = DEFAULT_MAX_ATTEMPTS,
 ) -> None:
     """Claim queued runs and drive them (PostgreSQL store); SIGTERM hands them back and exits 0."""
     from tether.worker import Worker
@@ -37,6 +45,7 @@ def worker(
     engine = resolve(app=app_target, store=store).engine  # the one resolution every command uses (cli/app.py)
     runner = Worker(
         engine, queues=queue or ["default"], concurrency=concurrency, poll_s=poll, grace_s=grace, worker_id=worker_id,
+        max_attempts=max_attempts,
     )
 
     async def main() -> None:

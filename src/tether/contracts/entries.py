@@ -21,8 +21,9 @@ EntryStatus = Literal[
     "running", "ok", "error", "limit", "cancelled", "exhausted", "suspended", "skipped",
 ]
 RunStatus = Literal["running", "ok", "error", "cancelled", "exhausted", "suspended"]
-MetaStatus = Literal["queued", "running", "ok", "error", "cancelled", "exhausted", "suspended"]
-"""A run's status as listed: a run outcome's status, or `queued` (waiting in the run queue for a worker)."""
+MetaStatus = Literal["queued", "running", "ok", "error", "cancelled", "exhausted", "suspended", "dead"]
+"""A run's status as listed: a run outcome's status, `queued` (waiting in the run queue for a worker), or
+`dead` (dead-lettered: settled `error` after its workers kept dying, and never claimed again; docs/workers.md)."""
 SETTLED_STATUSES = frozenset({"ok", "error", "cancelled", "exhausted", "suspended"})
 
 
@@ -100,6 +101,10 @@ class LeaseOwner(BaseModel):
     pid: int
     started_at: float
     """Process start time (boot-relative clock ticks on Linux) to defeat pid reuse."""
+    pid_namespace: str | None = None
+    """The kernel boot and pid namespace `pid` is numbered in (`<boot id>/pid:[<inode>]` on Linux): only a
+    judge in the same one may call the owner dead by its pid. None when unknown (and in leases written
+    before it was recorded): such an owner's lease is honoured until it expires."""
 
 
 class Lease(BaseModel):

@@ -6,12 +6,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-QueueState = Literal["queued", "claimed", "suspended", "done", "failed"]
-"""Where a run stands in the queue: waiting, held by a worker, parked on a suspension, finished, or refused."""
-FinishState = Literal["queued", "suspended", "done", "failed"]
+QueueState = Literal["queued", "claimed", "suspended", "done", "failed", "dead"]
+"""Where a run stands in the queue: waiting, held by a worker, parked on a suspension, finished, refused, or
+dead-lettered (its workers kept dying: never claimed again until it is enqueued again)."""
+FinishState = Literal["queued", "suspended", "done", "failed", "dead"]
 """What a worker reports when it lets go of a claim (`queued` hands the run back to the queue)."""
 
 DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 5
+"""Claims in a row that may end without their worker reporting (it died) before a run is dead-lettered."""
 
 
 def queue_topic(queue: str) -> str:
@@ -67,8 +70,14 @@ class Claim(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     deadline_s: float | None = None
     attempts: int = 1
+    """Claims of this run so far, this one included (hand-backs and resolutions count too)."""
     takeover: bool = False
     """The previous holder's claim lapsed and its lease expired: this claim resumes its work."""
+    lapsed: int = 0
+    """How many claims in a row, up to this one, lapsed: their workers died (or lost the store) without
+    reporting. Counted in the store; a claim its worker reports (settled, suspended, handed back) ends the streak."""
+    lapsed_by: list[str] = Field(default_factory=list)
+    """The workers that held those lapsed claims, oldest first."""
 
 
 class Finished(BaseModel):

@@ -134,16 +134,19 @@ async def enqueue(
 
 def outcome_of(run_id: str, meta: RunMeta | None, entries: list[JournalEntry]) -> RunOutcome | None:
     """The outcome of a settled run, folded from its journal; None while it is queued or running."""
-    if meta is None or meta.status not in SETTLED_STATUSES:
+    if meta is None:
+        return None
+    status = "error" if meta.status == "dead" else meta.status  # a dead-lettered run settled `error`
+    if status not in SETTLED_STATUSES:
         return None
     last = JournalIndex.build(entries).last_settle()
     settled = last.value if last is not None and isinstance(last.value, dict) else {}
-    if settled.get("status", meta.status) != meta.status:
+    if settled.get("status", status) != status:
         return None  # the meta moved on (a new segment started): look again
     cost = fold_cost(entries)
     return RunOutcome(
         run_id=run_id,
-        status=cast(RunStatus, meta.status),  # a settled status, checked above
+        status=cast(RunStatus, status),  # a settled status, checked above
         value=settled.get("value"),
         error=settled.get("error"),
         cost=cost,

@@ -6,9 +6,11 @@ check in `codec.number_entries`, so every backend applies the same rules inside 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import socket
+import sys
 import time
 import uuid
 from typing import TypeGuard
@@ -23,7 +25,7 @@ def cancel_request_key(run_id: str) -> str:
 
 
 def local_host() -> str:
-    """The host name leases record; a dead owner is provable only on the same host."""
+    """The host name leases record; a dead owner is provable only on the same host (and pid namespace)."""
     return socket.gethostname()
 
 
@@ -45,6 +47,36 @@ def process_start_time(pid: int) -> float | None:
     return None if stat is None else stat[1]
 
 
+_PID_NAMESPACES = sys.platform.startswith("linux")
+"""Whether this platform has pid namespaces (elsewhere one pid space spans the host)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _pid_namespace_of(pid: int) -> str | None:
+    """This process's namespace, read once per pid (a forked child has another pid, so it reads its own)."""
+    if not _PID_NAMESPACES:
+        return None
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+        # A /proc mounted by another pid namespace numbers processes differently from os.getpid(), so
+        # nothing this process reads from it about a pid could prove anything: judge no one by pid.
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
+    except OSError:
+        return None
+    return f"{boot}/{namespace}" if boot else None
+
+
+def pid_namespace() -> str | None:
+    """`<boot id>/pid:[<inode>]`: the kernel boot and pid namespace this process's pids mean something in.
+
+    None where it cannot be read (no /proc, or a /proc of another pid namespace) and off Linux.
+    """
+    return _pid_namespace_of(os.getpid())
+
+
 def current_owner(owner_id: str | None = None) -> LeaseOwner:
     """A `LeaseOwner` for this process; `owner_id` defaults to a fresh unique id per call."""
     host, pid = local_host(), os.getpid()
@@ -53,12 +85,27 @@ def current_owner(owner_id: str | None = None) -> LeaseOwner:
         host=host,
         pid=pid,
         started_at=process_start_time(pid) or 0.0,
+        pid_namespace=pid_namespace(),
     )
 
 
+def shares_pid_namespace(owner: LeaseOwner) -> bool:
+    """Whether `owner.pid` names a process in this process's pid namespace (on the same kernel boot).
+
+    A hostname is not a kernel: containers and `unshare --pid` share it with processes whose pids mean
+    nothing here. An owner that recorded no namespace (an older tether, or no /proc) is judged only on
+    platforms without pid namespaces.
+    """
+    mine = pid_namespace()
+    if owner.pid_namespace is None:
+        return mine is None and not _PID_NAMESPACES
+    return owner.pid_namespace == mine
+
+
 def owner_is_provably_dead(owner: LeaseOwner) -> bool:
-    """True only when the owner ran on this host and its process is gone (or its pid was reused)."""
-    if owner.host != local_host():
+    """True only when the owner ran on this host, in this pid namespace, and its process is gone (or its pid
+    was reused)."""
+    if owner.host != local_host() or not shares_pid_namespace(owner):
         return False
     if owner.pid <= 0:
         return True  # no process has such a pid (and os.kill(0, ...) would signal our own group)
@@ -94,11 +141,15 @@ def check_acquire(
     if owner_is_provably_dead(held.owner):
         return
     h = held.owner
+    where = ""
+    if h.host == local_host() and not shares_pid_namespace(h):
+        other = "in another pid namespace" if h.pid_namespace is not None else "in a pid namespace it did not record"
+        where = f" {other} (so its pid proves nothing here)"
     raise LeaseHeldError(
-        f"lease held: run '{run_id}' is driven by pid {h.pid} on host '{h.host}' (owner "
+        f"lease held: run '{run_id}' is driven by pid {h.pid} on host '{h.host}'{where} (owner "
         f"'{h.owner_id}', epoch {held.epoch}) until {_when(held.expires_at, now)}. Wait for that "
-        f"driver to finish or its lease to expire; a holder that dies on this host is taken over "
-        f"at once.",
+        f"driver to finish or its lease to expire; a holder that dies on this host, in this pid "
+        f"namespace, is taken over at once.",
         run_id=run_id,
         holder=h.model_dump(),
         epoch=held.epoch,

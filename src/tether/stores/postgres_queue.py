@@ -2,14 +2,16 @@
 
 A queued run is a row beside its journal. Workers claim rows in priority then age order, skipping
 rows other claimers hold and runs with a live lease; a claim whose holder's lease expired (a dead
-or cut-off worker) is claimed again. A per-queue cap counts claimed rows cluster-wide under an
-advisory lock, so the cap holds however many workers claim at once. Every time is the database's.
+or cut-off worker) is claimed again, and counted in the same statement (`Claim.lapsed`), so a worker
+can dead-letter a run whose workers keep dying. A per-queue cap counts claimed rows cluster-wide under
+an advisory lock, so the cap holds however many workers claim at once. Every time is the database's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -17,8 +19,64 @@ from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import LeaseHeldError
 from tether.contracts.queue import Claim, ClaimRequest, FinishState, QueuedRun, QueueEntry
 from tether.stores.codec import number_entries
+from tether.stores.postgres_sql import notify_channel
 
 _RECONNECT_S = (0.1, 5.0)  # backoff bounds of the LISTEN connection
+
+
+# The claim, and in the same statement (one transaction) the count of lapsed claims of each run it takes
+# over, kept in the blob `<run_id>/queue-lapses` as {"lapses", "claim", "enqueued_at", "workers"}. A
+# takeover at claim id c means claim c-1 lapsed; the blob remembers the takeover claim that last counted,
+# so the streak goes on only when c-1 was itself a counted takeover (of the same queue row: a deleted and
+# re-queued run starts again). Any claim its worker reported in between ends the streak. The update reads
+# the stored row under its row lock (ON CONFLICT), never an older snapshot of it.
+_COUNTED_CLAIM = """
+WITH c AS MATERIALIZED (
+  SELECT * FROM {s}.claim(%s::text, %s::text[], %s::integer[], %s::text[], %s::integer, %s::float8, %s::text[],
+                          %s::bigint[], %s::text[], %s::text[], %s::bigint[]) WITH ORDINALITY
+), counted AS (
+  INSERT INTO {s}.blobs AS b (key, data)
+  SELECT c.o_run || '/queue-lapses', convert_to(jsonb_build_object('lapses', 1, 'claim', c.o_claim,
+         'enqueued_at', q.enqueued_at, 'workers', jsonb_build_array(q.claimed_by))::text, 'UTF8')
+    FROM c JOIN {s}.queue q ON q.run_id = c.o_run WHERE c.o_takeover
+  ON CONFLICT (key) DO UPDATE SET data = CASE
+    WHEN (OLD ->> 'claim')::bigint = (NEW ->> 'claim')::bigint - 1 AND OLD -> 'enqueued_at' = NEW -> 'enqueued_at'
+    THEN convert_to(jsonb_set(jsonb_set(NEW, '{lapses}', to_jsonb((OLD ->> 'lapses')::integer + 1)),
+                              '{workers}', (OLD -> 'workers') || (NEW -> 'workers'))::text, 'UTF8')
+    ELSE EXCLUDED.data END
+  RETURNING b.key, convert_from(b.data, 'UTF8')::jsonb AS body
+)
+SELECT c.o_run, c.o_queue, c.o_workflow, c.o_claim, c.o_deadline, c.o_attempts, c.o_takeover, c.o_meta,
+       (n.body ->> 'lapses')::integer, (n.body -> 'workers')::text
+  FROM c LEFT JOIN counted n ON n.key = c.o_run || '/queue-lapses'
+ ORDER BY c.ordinality
+""".replace("OLD", "convert_from(b.data, 'UTF8')::jsonb").replace("NEW", "convert_from(EXCLUDED.data, 'UTF8')::jsonb")
+
+# Enqueueing a dead-lettered run again puts it back in a queue (a new claim id: its streak of lapses is over).
+# A live lease does not stop it: the dead-letterer may not have released its lease yet, and a `tether resume`
+# driving the run keeps workers away until it lets go, as every claim checks.
+_REVIVE = """
+WITH r AS (
+  UPDATE {s}.queue c SET state = 'queued', queue = %s, priority = %s, deadline_s = %s, claim_id = c.claim_id + 1,
+         claimed_by = NULL, claimed_until = NULL, error = NULL, enqueued_at = extract(epoch FROM clock_timestamp())
+   WHERE c.run_id = %s AND c.state = 'dead'
+  RETURNING c.run_id, c.queue
+), m AS (
+  UPDATE {s}.meta SET status = 'queued', json = %s WHERE run_id IN (SELECT run_id FROM r)
+)
+SELECT pg_notify({channel}, 'q:' || r.queue) FROM r
+"""
+
+
+def queue_statements(schema: str) -> dict[str, str]:
+    """The statements this module adds to the store's own (`postgres_sql.statements`), by name."""
+    literals = {"{s}": f'"{schema}"', "{channel}": f"'{notify_channel(schema)}'"}
+    out = {"claim_counted": _COUNTED_CLAIM, "revive": _REVIVE}
+    for name, text in out.items():
+        for token, value in literals.items():
+            text = text.replace(token, value)
+        out[name] = text
+    return out
 
 
 class Subscription:
@@ -112,8 +170,10 @@ class PostgresQueue:
     conninfo: str
     channel: str
     schema: str
+    _sql: dict[str, str]
 
     def __init__(self) -> None:
+        self._sql.update(queue_statements(self.schema))  # the store set its schema and statements first
         self._listener: Listener | None = None
         self._claimed: dict[str, int] = {}
         """Run id -> claim id of the claims this store handed out and nobody finished yet."""
@@ -136,6 +196,10 @@ class PostgresQueue:
             meta.model_dump_json(), text,
         )
         ((outcome,),) = await self._fetch("enqueue", params)
+        if outcome == "exists":
+            revive = (run.queue, run.priority, run.deadline_s, run.run_id, meta.model_dump_json())
+            if await self._fetch("revive", revive):
+                return True
         if outcome == "held":
             raise LeaseHeldError(
                 f"run '{run.run_id}' is being driven right now (its lease is live), so it was not queued; "
@@ -187,19 +251,20 @@ class PostgresQueue:
             [f.error for f, _ in done], [epoch for _, epoch in done],
         )
         try:
-            answer = await self._fetch("claim", params)
+            answer = await self._fetch("claim_counted", params)
         except BaseException:
             for f, epoch in done:
                 self._held_again(f.claim, epoch)
             raise
         claims = []
-        for run_id, queue, workflow, claim_id, deadline, attempts, takeover, meta in answer:
+        for run_id, queue, workflow, claim_id, deadline, attempts, takeover, meta, lapsed, by in answer:
             args = RunMeta.model_validate_json(meta).args if meta is not None else None
             claims.append(
                 Claim(
                     run_id=run_id, queue=queue, workflow=workflow, claim_id=claim_id,
                     args=args if isinstance(args, dict) else {}, deadline_s=deadline, attempts=attempts,
-                    takeover=takeover,
+                    takeover=takeover, lapsed=lapsed or 0,
+                    lapsed_by=[str(w) for w in json.loads(by) if w is not None] if by is not None else [],
                 )
             )
             self._claimed[run_id] = claim_id

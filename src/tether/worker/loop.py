@@ -6,7 +6,8 @@ dead workers are found). Each run is `engine.start(...)` of its id, so it resume
 under the run's lease; when it settles the worker reports the claim done (or suspended) with its
 next claim, in the same round trip. Stopping stops claiming, lets runs finish for `grace_s`, then
 hands the rest back: their leases are released and they are queued again, so another worker
-resumes them at once.
+resumes them at once. A run whose last `max_attempts` claims all lapsed (their workers died) is
+dead-lettered instead of driven (`worker.dead_letter`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,17 @@ from tether.contracts.errors import (
     TetherError,
 )
 from tether.contracts.protocols import QueueStore, Wakeups
-from tether.contracts.queue import DEFAULT_QUEUE, Claim, ClaimRequest, Finished, FinishState, queue_topic
+from tether.contracts.queue import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    Claim,
+    ClaimRequest,
+    Finished,
+    FinishState,
+    queue_topic,
+)
 from tether.engine.queue import queue_store
+from tether.worker.dead_letter import dead_letter, dead_letter_reason
 
 if TYPE_CHECKING:
     from tether.engine.engine import Engine
@@ -45,6 +55,7 @@ class WorkerStats:
     handed_back: int = 0
     lost: int = 0
     failed: int = 0
+    dead: int = 0
 
 
 def _print(line: str) -> None:
@@ -63,10 +74,18 @@ class Worker:
         poll_s: float = 1.0,
         grace_s: float = 0.0,
         worker_id: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         log: Callable[[str], None] = _print,
     ) -> None:
+        """`max_attempts`: claims of a run in a row whose worker died before it settled, after which the
+        run is dead-lettered (settled `error`, listed `dead`) instead of driven again."""
         if concurrency < 1:
             raise ConfigError(f"worker concurrency must be at least 1, got {concurrency}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigError(
+                f"max_attempts must be an int of at least 1 (claims whose worker died before a run is "
+                f"dead-lettered), got {max_attempts!r}"
+            )
         if not queues:
             raise ConfigError("a worker needs at least one queue to claim from")
         if poll_s <= 0 or grace_s < 0:
@@ -76,6 +95,7 @@ class Worker:
         self.concurrency = concurrency
         self.poll_s = poll_s
         self.grace_s = grace_s
+        self.max_attempts = max_attempts
         self.id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.stats = WorkerStats()
         self._log = log
@@ -95,7 +115,8 @@ class Worker:
         workflows = ", ".join(sorted(self.engine.workflows)) or "none registered"
         return (
             f"tether worker {self.id} ready: queues {queues}; concurrency {self.concurrency}; workflows "
-            f"{workflows}; store {store.describe()}; lease ttl {self.engine.lease_ttl_s:g} s; poll {self.poll_s:g} s"
+            f"{workflows}; store {store.describe()}; lease ttl {self.engine.lease_ttl_s:g} s; poll {self.poll_s:g} s; "
+            f"max attempts {self.max_attempts}"
         )
 
     async def run(self, stop: asyncio.Event | None = None) -> WorkerStats:
@@ -178,10 +199,14 @@ class Worker:
         loop = asyncio.get_running_loop()
         began = loop.time()
         how = "taken over" if claim.takeover else "claimed"
-        self._log(f"run {claim.run_id}: {how} from queue {claim.queue} (attempt {claim.attempts})")
-        state: FinishState = "failed"
+        lapsed = f", {claim.lapsed} lapsed in a row" if claim.lapsed else ""
+        self._log(f"run {claim.run_id}: {how} from queue {claim.queue} (attempt {claim.attempts}{lapsed})")
+        state: FinishState | None = "failed"  # None: already reported
         error: str | None = None
         try:
+            if claim.lapsed >= self.max_attempts:
+                state = await self._dead_letter(claim)
+                return
             handle = self.engine.start(claim.workflow, claim.args, run_id=claim.run_id, deadline_s=claim.deadline_s)
             self._handles[claim.run_id] = handle
             if self._handing_back:
@@ -212,9 +237,21 @@ class Worker:
             self._log(f"run {claim.run_id}: failed: {error}")
         finally:
             self._handles.pop(claim.run_id, None)
-            self._finished.append(Finished(claim=claim, state=state, error=error))
+            if state is not None:
+                self._finished.append(Finished(claim=claim, state=state, error=error))
             self._tasks.pop(claim.run_id, None)
             self._freed.set()
+
+    async def _dead_letter(self, claim: Claim) -> FinishState | None:
+        """Settle a run whose last `max_attempts` claims lapsed instead of driving it (None: reported `dead`)."""
+        store = queue_store(await self.engine.store(), "tether worker")
+        state = await dead_letter(self.engine, store, claim, self.max_attempts)
+        if state is None:
+            self.stats.dead += 1
+            self._log(f"run {claim.run_id}: {dead_letter_reason(claim, self.max_attempts)}")
+        else:
+            self._log(f"run {claim.run_id}: had settled before its worker could report it; reported {state}")
+        return state
 
     async def _shutdown(self, store: QueueStore) -> None:
         """Stop claiming (the caller did), let runs finish for `grace_s`, hand the rest back, wait for all."""
