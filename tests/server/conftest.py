@@ -32,16 +32,18 @@ def recorded(store_url: str) -> str:
 
 @pytest.fixture
 def serve(store_url: str) -> Iterator[Callable[..., TestClient]]:
-    """`serve(token=..., mode=...)`: a TestClient over a fresh app engine on the test's store.
+    """`serve(token=..., mode=..., **create_app_options)`: a TestClient over a fresh app engine on the test's store.
 
     The client is entered (lifespan running, one event loop for all requests), so runs the app
-    starts keep going between requests.
+    starts keep going between requests. It is a program, as the API expects one: it addresses
+    `localhost` and sends `X-Tether-Request` on every request.
     """
     clients: list[TestClient] = []
 
-    def make(*, token: str | None = None, mode: Any = "app", url: str | None = None) -> TestClient:
+    def make(*, token: str | None = None, mode: Any = "app", url: str | None = None, **options: Any) -> TestClient:
         engine = make_engine(url or store_url)
-        client = TestClient(create_app(engine, token=token, mode=mode, owns_engine=True))
+        client = TestClient(create_app(engine, token=token, mode=mode, owns_engine=True, **options),
+                            base_url="http://localhost", headers={"X-Tether-Request": "1"})
         client.__enter__()
         clients.append(client)
         return client

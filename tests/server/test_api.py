@@ -45,10 +45,13 @@ def test_with_a_token_every_route_but_healthz_answers_401_json_without_it(record
     for method, path in routes:
         if method == "GET" and not path.endswith("/events"):
             assert client.get(path, headers=good).status_code == 200, path
-    # the inspector keeps the token in a cookie; a browser without one gets a page asking for it
-    client.cookies.set("tether_token", "s3cret")
+    # the inspector trades the token for a session cookie; a browser without one gets a page asking for it
+    assert client.post("/api/session", json={"token": "wrong"}).status_code == 401
+    assert client.post("/api/session", json={"token": "s3cret"}).status_code == 204
     assert client.get("/api/runs").status_code == 200
-    client.cookies.set("tether_token", "wrong")
+    (name,) = client.cookies.keys()
+    client.cookies.clear()
+    client.cookies.set(name, "0" * 64)
     assert client.get("/api/runs").status_code == 401
     client.cookies.clear()
     page = client.get("/", headers={"Accept": "text/html"})

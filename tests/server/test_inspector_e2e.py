@@ -22,17 +22,12 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from browser_kit import CHROMIUM, CHROMIUM_ARGS, NARROW, TIMEOUT_MS, WIDE, watch_errors
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from server_apps import make_engine, record_research
 
 from tether.server import create_app
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-WIDE = {"width": 1280, "height": 800}
-NARROW = {"width": 390, "height": 844}
-TIMEOUT_MS = 30_000
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -84,13 +79,6 @@ def shoot(page: Page, name: str, *, full_page: bool = False) -> Path:
     return path
 
 
-def watch_errors(page: Page) -> list[str]:
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    return errors
-
-
 def get(base: str, path: str) -> dict[str, object]:
     with urllib.request.urlopen(base + path, timeout=30) as resp:
         out: dict[str, object] = json.loads(resp.read())
@@ -116,7 +104,7 @@ def js_dur(sec: float) -> str:
 
 def post(base: str, path: str, body: dict[str, object]) -> dict[str, object]:
     req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", "X-Tether-Request": "1"})
     with urllib.request.urlopen(req, timeout=30) as resp:
         out: dict[str, object] = json.loads(resp.read())
         return out

@@ -24,7 +24,9 @@ RUN = "research-1"
 STORE_DIR = Path(tempfile.mkdtemp(prefix="tether-fuzz-"))
 STORE = f"sqlite:///{STORE_DIR / 'tether.db'}"
 # Only workflows that settle at once: a fuzzed start must never leave a run waiting on a gate.
-APP = create_app(make_engine(STORE, workflows=(echo, wait)), token=TOKEN, owns_engine=True)
+# schemathesis addresses the app as `testserver`: a name the server answers only when configured to.
+APP = create_app(make_engine(STORE, workflows=(echo, wait)), token=TOKEN, owns_engine=True,
+                 allowed_hosts=["testserver"])
 schema = schemathesis.openapi.from_asgi("/api/openapi.json", APP, headers={"Authorization": f"Bearer {TOKEN}"})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -44,8 +45,10 @@ def free_port() -> int:
         return port
 
 
-def call(url: str, *, token: str | None = None, body: dict[str, object] | None = None) -> tuple[int, dict[str, object]]:
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+def call(url: str, *, token: str | None = None, body: dict[str, object] | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
+    headers = {"Content-Type": "application/json", "X-Tether-Request": "1",
+               **({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
     try:
@@ -136,12 +139,90 @@ def _answers(base: str, proc: subprocess.Popen[str]) -> bool:
         return False
 
 
+def test_tether_serve_prints_the_store_url_without_its_password(pg_dsn: str, pg_schema: str) -> None:
+    dsn = pg_dsn.replace("://postgres@", "://postgres:hunter2@", 1) + f"?schema={pg_schema}"
+    assert "hunter2" in dsn
+    port = free_port()
+    proc = subprocess.Popen([str(TETHER), "serve", "--store", dsn, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base, proc), timeout=60, what="tether serve to listen")
+        assert call(base + "/api/runs")[1] == {"runs": [], "next_cursor": None}  # the password did its job
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert "hunter2" not in out + err
+    assert f"tether serve: store postgresql://postgres:***@127.0.0.1:5432/test?schema={pg_schema} on " in out
+
+
+def test_tether_serve_answers_its_allowed_hosts_and_refuses_other_names(tmp_path: Path) -> None:
+    port = free_port()
+    argv = ["serve", "--store", f"sqlite:///{tmp_path}/t.db", "--port", str(port), "--allowed-host",
+            "tether.example.org", "--allowed-host", "*.corp.example"]
+    proc = subprocess.Popen([str(TETHER), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base, proc), timeout=60, what="tether serve to listen")
+        for host in ("localhost", f"127.0.0.1:{port}", "tether.example.org", "ci.corp.example:8642"):
+            assert call(base + "/api/runs", headers={"Host": host})[0] == 200, host
+        status, body = call(base + "/api/runs", headers={"Host": f"evil.test:{port}"})
+        assert status == 403 and body["error"]["code"] == "host-not-allowed"  # type: ignore[index]
+        assert "Start tether serve with --allowed-host evil.test" in body["error"]["message"]  # type: ignore[index]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The process's peak resident set (VmHWM), in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+
+
+def test_a_300_mb_body_is_refused_with_413_and_never_held(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen([str(TETHER), "serve", "--store", f"sqlite:///{tmp_path}/t.db", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base, proc), timeout=60, what="tether serve to listen")
+        before = peak_rss_kib(proc.pid)
+        chunk = b"x" * (1 << 20)
+        for framing in (b"Content-Length: 314572800", b"Transfer-Encoding: chunked"):  # declared, and streamed
+            sent = 0
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(b"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             b"X-Tether-Request: 1\r\n" + framing + b"\r\n\r\n")
+                try:
+                    while sent < 300 << 20:
+                        sock.sendall(chunk if b"Length" in framing else b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        sent += len(chunk)
+                except OSError:  # refused: the server answered and hung up
+                    pass
+                answer = b""
+                with contextlib.suppress(OSError):
+                    while part := sock.recv(65536):
+                        answer += part
+            assert answer.startswith(b"HTTP/1.1 413"), (framing, answer[:200])
+            assert b'"code":"body-too-large"' in answer and sent < 64 << 20, (framing, sent)
+        assert peak_rss_kib(proc.pid) - before < 32 * 1024  # the 300 MB never reached memory
+        status, body = call(base + "/api/runs")
+        assert status == 200 and body["runs"] == []
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+
+
 @pytest.mark.parametrize("argv, message, code", [
     (["--host", "0.0.0.0"], "refusing to bind '0.0.0.0' without a token", 1),
     (["--app", "myapp:engine", "--store", "nope://x"], "unknown store URL 'nope://x'", 1),
     (["--app", "no_such_module_here:engine"], "no module named 'no_such_module_here'", 1),
     (["--app", "myapp"], "must be MODULE:ATTR", 2),
     (["--app", "myapp:not_an_engine"], "is a int, not a tether.Engine", 1),
+    (["--allowed-host", "evil test"], "allowed host 'evil test' is not a host name", 1),
+    (["--max-body-bytes", "0"], "max_body_bytes must be at least 1 (got 0); pass --max-body-bytes N", 1),
+    (["--max-streams", "0"], "max_streams must be at least 1 (got 0); pass --max-streams N", 1),
 ])
 def test_tether_serve_refuses_bad_options_with_one_line(tmp_path: Path, argv: list[str], message: str,
                                                         code: int) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.journal.cost import CostReport, fold_cost
@@ -145,7 +145,10 @@ async def transcript(call: Call) -> Transcript:
 
 
 async def events(call: Call) -> Response:
-    """SSE: live events of a run driven here; otherwise the journal's history, followed until it settles."""
+    """SSE: live events of a run driven here; otherwise the journal's history, followed until it settles.
+
+    Each stream holds one of the server's slots while it is open (503 `too-many-streams` when none is free).
+    """
     state = state_of(call)
     await load_run(state, call.run_id)
     last = call.request.headers.get("last-event-id", "")
@@ -155,5 +158,4 @@ async def events(call: Call) -> Response:
         stream = live_events(live.handle, after)
     else:
         stream = followed_events(await state.engine.store(), call.run_id, after=after, poll_s=state.poll_s)
-    return StreamingResponse(stream, media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return state.streams.response(stream, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +18,9 @@ from starlette.staticfiles import StaticFiles
 from tether.engine.engine import Engine
 from tether.journal.cost import CostReport
 from tether.server import actions, api
-from tether.server.auth import TokenGate
+from tether.server.auth import SESSION_PATH, TokenGate, open_session
+from tether.server.hosts import HostGuard, HostPolicy
+from tether.server.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, BodyLimit, check_limits
 from tether.server.models import (
     CancelRequest,
     CancelResult,
@@ -37,6 +39,7 @@ from tether.server.models import (
     TreeView,
 )
 from tether.server.openapi import document
+from tether.server.origin import IsolationHeaders, check_write
 from tether.server.routing import ApiError, Call, Operation, error_response, routes
 from tether.server.state import ServerState
 
@@ -84,13 +87,21 @@ def create_app(
     mode: Literal["app", "store"] = "app",
     owns_engine: bool = False,
     poll_s: float = 0.5,
+    allowed_hosts: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_streams: int = DEFAULT_MAX_STREAMS,
 ) -> Starlette:
     """The ASGI app over `engine`; `mode="store"` serves the read side of a store without starting runs.
 
+    `allowed_hosts` are the `Host` names answered besides localhost and IP addresses (`*.example.org`,
+    or `*` for any); bodies over `max_body_bytes` get 413, event streams past `max_streams` get 503.
     Runs the embedding program starts itself can be driven through the API too once handed over:
     `app.state.tether.track(engine.start(...))`.
     """
-    state = ServerState(engine, token=token, mode=mode, owns_engine=owns_engine, poll_s=poll_s)
+    check_limits(max_body_bytes=max_body_bytes, max_streams=max_streams)
+    hosts = HostPolicy(allowed_hosts)
+    state = ServerState(engine, token=token, mode=mode, owns_engine=owns_engine, poll_s=poll_s,
+                        max_streams=max_streams)
     ops = operations()
 
     async def openapi(request: Request) -> Response:
@@ -109,12 +120,18 @@ def create_app(
 
     app = Starlette(
         routes=[
-            *routes(ops),
+            *routes(ops, check_write=check_write),
+            Route(SESSION_PATH, open_session, methods=["POST"]),
             Route("/api/openapi.json", openapi, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        middleware=[Middleware(TokenGate, token=token)],
+        middleware=[  # outermost first
+            Middleware(IsolationHeaders),
+            Middleware(HostGuard, policy=hosts),
+            Middleware(BodyLimit, max_bytes=max_body_bytes),
+            Middleware(TokenGate, token=token),
+        ],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
         lifespan=lifespan,
     )

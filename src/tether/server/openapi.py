@@ -15,7 +15,11 @@ from tether.server.routing import Operation
 
 REF = "#/components/schemas/{model}"
 _REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad request", 401: "Missing or wrong token",
-            404: "Not found", 409: "Conflict", 422: "Invalid request", 500: "Server error"}
+            403: "Refused: a cross-origin request, or the X-Tether-Request header is missing", 404: "Not found",
+            409: "Conflict", 413: "Request body over the server's limit", 415: "Body is not application/json",
+            422: "Invalid request", 500: "Server error", 503: "Every event-stream slot is taken; retry later"}
+WRITES = ("State-changing: send `Content-Type: application/json` and `X-Tether-Request: 1` (or `Authorization`); "
+          "a request a page on another origin sent is refused (403).")
 
 
 def document(
@@ -52,7 +56,8 @@ def document(
             "title": "tether serve",
             "version": version,
             "description": "Runs, journals, agent trees, costs, effect ledgers and live events of tether runs; "
-                           "resolve suspensions, cancel and start runs.",
+                           "resolve suspensions, cancel and start runs. Requests under a Host name the server "
+                           "was not started with are refused (403 host-not-allowed).",
         },
         "paths": paths,
         "components": components,
@@ -64,8 +69,10 @@ def document(
 
 def _operation(op: Operation, refs: dict[Any, Any], components: dict[str, Any], token: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"operationId": op.name, "summary": op.summary}
-    if op.description:
-        out["description"] = op.description
+    writes = op.method != "GET"
+    description = " ".join(d for d in (op.description, WRITES if writes else "") if d)
+    if description:
+        out["description"] = description
     params = [_path_param(name, name in op.int_params) for name in re.findall(r"{(\w+)}", op.path)]
     if op.query is not None:
         params.extend(_query_params(op.query, components))
@@ -92,6 +99,10 @@ def _operation(op: Operation, refs: dict[Any, Any], components: dict[str, Any], 
         errors.add(422)
     if op.body is not None:
         errors.add(400)
+    if writes:
+        errors.update((403, 413, 415))
+    if op.stream is not None:
+        errors.add(503)
     gated = token and not _exempt(op)
     if gated:
         errors.add(401)

@@ -122,8 +122,12 @@ class Operation:
         return JSONResponse(result.model_dump(mode="json"), status_code=self.status)
 
 
-def routes(operations: list[Operation]) -> list[Route]:
-    """One Starlette route per path, dispatching on the method (so a 405 lists every allowed method)."""
+def routes(operations: list[Operation], *, check_write: Callable[[Request], None]) -> list[Route]:
+    """One Starlette route per path, dispatching on the method (so a 405 lists every allowed method).
+
+    `check_write` vets every request to a state-changing (non-GET) operation before its body is read;
+    it raises `ApiError` to refuse one.
+    """
     by_path: dict[str, dict[str, Operation]] = {}
     for op in operations:
         by_path.setdefault(op.path, {})[op.method] = op
@@ -131,6 +135,11 @@ def routes(operations: list[Operation]) -> list[Route]:
     for path, ops in by_path.items():
         async def endpoint(request: Request, ops: dict[str, Operation] = ops) -> Response:
             method = "GET" if request.method == "HEAD" else request.method
+            if method != "GET":
+                try:
+                    check_write(request)
+                except ApiError as err:
+                    return error_response(err)
             return await ops[method].respond(request)
 
         out.append(Route(path, endpoint, methods=list(ops), name=next(iter(ops.values())).name))

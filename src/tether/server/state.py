@@ -10,6 +10,7 @@ from typing import Literal
 from tether.contracts.events import AgentQueued, AgentStart, Event
 from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
+from tether.server.limits import DEFAULT_MAX_STREAMS, StreamSlots
 from tether.server.models import QueuedAgent
 
 
@@ -33,15 +34,16 @@ class LiveRun:
 
 
 class ServerState:
-    """The engine, the token, and the live runs; owned by one app, never module-global."""
+    """The engine, the token, the live runs and the event-stream slots; owned by one app, never module-global."""
 
     def __init__(self, engine: Engine, *, token: str | None, mode: Literal["app", "store"], owns_engine: bool,
-                 poll_s: float = 0.5) -> None:
+                 poll_s: float = 0.5, max_streams: int = DEFAULT_MAX_STREAMS) -> None:
         self.engine = engine
         self.token = token
         self.mode = mode
         self.owns_engine = owns_engine
         self.poll_s = poll_s
+        self.streams = StreamSlots(max_streams)
         self.live: dict[str, LiveRun] = {}
         self._watchers: set[asyncio.Task[None]] = set()
 

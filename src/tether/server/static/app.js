@@ -84,7 +84,7 @@
     }
   }
   async function api(path, options) {
-    const init = Object.assign({ headers: { Accept: "application/json" } }, options || {});
+    const init = Object.assign({ headers: { Accept: "application/json", "X-Tether-Request": "1" } }, options || {});
     if (init.body !== undefined) init.headers["Content-Type"] = "application/json";
     const res = await fetch(path, init);
     if (res.status === 401) { location.reload(); throw new ApiError(401, null); }
