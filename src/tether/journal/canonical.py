@@ -10,6 +10,7 @@ from typing import Any
 
 import rfc8785
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 from tether.contracts.errors import NonSerializableValueError
 
@@ -17,17 +18,31 @@ _SAFE_INT = 2**53 - 1
 """RFC 8785 numbers are IEEE-754 doubles: integers past this are refused (the rfc8785 package's rule)."""
 
 
+MAX_DEPTH = 128
+"""The deepest nesting of lists and objects a journaled value may have (`[]` is one level, `[[]]` two).
+
+Every store reads entries back with pydantic's JSON parser, which refuses input nested past 200 levels,
+and the entry's own object and the member that holds the value (`value.output`, `value.value`) add
+levels of their own. 128 (serde_json's default limit) leaves that room with plenty to spare; no
+ordinary data comes near it."""
+
+
+class _Deep(Exception):
+    """`_plain_copy` or `_check_depth` went past `MAX_DEPTH` (deep data, or a cycle)."""
+
+
 def _plain_copy(value: Any, depth: int = 0) -> Any:
     """A copy of plain JSON data built from exact dict/list/str/int/bool/None/finite-float types, or
     `_NOT_PLAIN` for anything else (subclasses, tuples, models, non-str keys, NaN), which then takes
-    the JSON round trip."""
+    the JSON round trip. Raises `_Deep` for a container more than `MAX_DEPTH` levels down (the walk
+    that copies is the walk that measures: the depth costs no second pass)."""
     t = type(value)
     if t is str or t is int or t is bool or value is None:
         return value
     if t is float:
         return value if math.isfinite(value) else _NOT_PLAIN
-    if depth > 64:
-        return _NOT_PLAIN
+    if depth >= 128:  # MAX_DEPTH, spelled out: a global lookup per container would cost on the hot path
+        raise _Deep
     if t is list:
         out = []
         for v in value:
@@ -51,15 +66,30 @@ _NOT_PLAIN: Any = object()
 
 
 def to_jsonable(value: Any, *, what: str = "value") -> Any:
-    """Turn pydantic models into plain JSON data and check the rest is JSON; raise a typed error if not."""
+    """Turn pydantic models into plain JSON data and check the rest is JSON, nested at most `MAX_DEPTH`
+    levels; raise `NonSerializableValueError` if not (so nothing a store cannot read back is journaled)."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    plain = _plain_copy(value)
+        data = _dump_model(value, what)
+        _check_depth(data, what, value)
+        return data
+    try:
+        plain = _plain_copy(value)
+    except _Deep:
+        plain = _NOT_PLAIN  # deep, or a cycle: the checked path below says which
     if plain is not _NOT_PLAIN:
         return plain  # already plain JSON data: the copy is what the round trip below would build
+    data = _round_trip(value, what)
+    _check_depth(data, what, value)
+    return data
+
+
+def _round_trip(value: Any, what: str) -> Any:
+    """`value` through `json.dumps` and back: proves JSON-ability and copies (later mutation cannot
+    reach the journal). Any depth Python's recursion allows; deeper is a typed error too."""
     try:
-        # A round trip proves JSON-ability (and copies, so later mutation cannot reach the journal).
         return json.loads(json.dumps(value, allow_nan=False, default=_model_default))
+    except RecursionError:
+        raise _too_deep(value, what) from None
     except (TypeError, ValueError) as exc:
         raise NonSerializableValueError(
             f"{what} is not JSON-serializable ({exc}). Return plain data (dict, list, str, "
@@ -68,10 +98,94 @@ def to_jsonable(value: Any, *, what: str = "value") -> Any:
         ) from None
 
 
+def _dump_model(model: BaseModel, what: str) -> Any:
+    try:
+        return model.model_dump(mode="json")
+    except (PydanticSerializationError, ValueError, TypeError) as exc:
+        raise _model_error(model, what, exc) from None
+
+
+def _model_error(model: BaseModel, what: str, exc: Exception) -> NonSerializableValueError:
+    if "depth" in str(exc):  # pydantic's serializer stops at about 255 levels
+        return _too_deep(model, what)
+    return NonSerializableValueError(
+        f"{what} ({type(model).__name__}) is not JSON-serializable ({exc}). Give its fields plain "
+        f"JSON types, or a serializer that returns them.",
+        type=type(model).__name__,
+    )
+
+
 def _model_default(obj: Any) -> Any:
     if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
+        return _dump_model(obj, f"a nested {type(obj).__name__}")
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _check_depth(data: Any, what: str, source: Any) -> None:
+    """Refuse plain JSON data (built from `source`) nested deeper than `MAX_DEPTH`, for data no copy walked."""
+    try:
+        _within(data, 0)
+    except _Deep:
+        raise _too_deep(data, what, type(source).__name__) from None
+
+
+def _within(value: Any, depth: int) -> None:
+    if depth >= 128:  # MAX_DEPTH (see `_plain_copy`)
+        raise _Deep
+    for v in value.values() if type(value) is dict else value if type(value) is list else ():
+        t = type(v)
+        if t is dict or t is list:
+            _within(v, depth + 1)
+
+
+def _too_deep(value: Any, what: str, type_name: str | None = None) -> NonSerializableValueError:
+    type_name = type_name or type(value).__name__
+    depth = nesting_depth(value)
+    if depth is None:
+        return NonSerializableValueError(
+            f"{what} contains itself (a list or dict that holds a reference to itself), which JSON "
+            f"cannot hold. Return a copy without the cycle.",
+            type=type_name,
+        )
+    return NonSerializableValueError(
+        f"{what} is nested {depth} levels deep; a journaled value may nest lists and objects at most "
+        f"{MAX_DEPTH} levels (the stores read nothing deeper back). Nothing was journaled. Flatten "
+        f"it, or journal the deep part as a JSON string (json.dumps) and parse it where it is used.",
+        type=type_name,
+        depth=depth,
+        limit=MAX_DEPTH,
+    )
+
+
+_EXIT: Any = object()
+
+
+def nesting_depth(value: Any) -> int | None:
+    """How many levels deep `value` nests lists, tuples, dicts and models (`[]` is 1, a scalar 0), or
+    None when it contains itself. Iterative, so any depth can be measured (for messages and tests)."""
+    deepest = 0
+    on_path: set[int] = set()
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if item is _EXIT:
+            on_path.discard(level)  # `level` holds the id of the container being left
+            continue
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        elif isinstance(item, BaseModel):
+            children = [v for _, v in item]
+        else:
+            continue
+        if id(item) in on_path:
+            return None
+        on_path.add(id(item))
+        stack.append((_EXIT, id(item)))
+        deepest = max(deepest, level + 1)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _stdlib_canonical(value: Any, depth: int = 0) -> bool:
@@ -140,7 +254,7 @@ def canonical_json(value: Any) -> bytes:
     property test holds the two equal.
     """
     plain = _stdlib_canonical(value)
-    data = value if plain else to_jsonable(value)
+    data = value if plain else _hashable(value)
     if plain or _stdlib_canonical(data):
         try:
             return _ENCODE(data).encode()
@@ -150,6 +264,20 @@ def canonical_json(value: Any) -> bytes:
         return rfc8785.dumps(data)
     except rfc8785.CanonicalizationError as exc:
         raise NonSerializableValueError(f"value cannot be canonicalized: {exc}") from None
+    except RecursionError:
+        raise _too_deep(data, "value") from None
+
+
+def _hashable(value: Any) -> Any:
+    """`to_jsonable` without its depth limit: hashing reads no value back, so a content key stays what
+    it was for data of any depth (journaling is what `MAX_DEPTH` guards)."""
+    if isinstance(value, BaseModel):
+        return _dump_model(value, "value")
+    try:
+        plain = _plain_copy(value)
+    except _Deep:
+        plain = _NOT_PLAIN
+    return plain if plain is not _NOT_PLAIN else _round_trip(value, "value")
 
 
 def sha256_hex(data: bytes) -> str:

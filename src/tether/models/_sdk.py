@@ -8,12 +8,13 @@ import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ChatRequest, OutputFormat
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, ModelCaps, StreamError
-from tether.models._sdk_errors import error_from_exception
+from tether.models._sdk_errors import client_credentials, error_from_exception, redact_secrets
 from tether.models._sdk_stream import Translator, drive
 from tether.pricing import bundled_model_info, bundled_price
 
@@ -202,6 +203,29 @@ class SdkAdapter(Generic[ClientT]):
             exc, self.id, connection_errors=self.connection_errors, key_env=self.key_env
         )
 
+    def credentials(self) -> list[str]:
+        """Every credential this adapter was configured with: `api_key=`, a password in `base_url=`, the
+        key variable's value, and what its SDK client holds (its key or token, its auth headers,
+        credential-named default headers).
+
+        A provider or gateway may echo any of them in an error body, whatever its shape (`sk-…` or not):
+        error messages and cassettes mask these values.
+        """
+        found = [self._api_key] if self._api_key else []
+        password = urlsplit(self._base_url).password if self._base_url else None
+        if password:
+            found.append(password)
+        if self.key_env and os.environ.get(self.key_env):
+            found.append(os.environ[self.key_env])
+        if self._client is not None:
+            found += client_credentials(self._client)
+        return found
+
+    def masked(self, error: StreamError) -> StreamError:
+        """`error` with the adapter's credentials masked in its message (see `credentials`)."""
+        message = redact_secrets(error.message, self.credentials())
+        return error if message == error.message else error.model_copy(update={"message": message})
+
     async def stream(
         self, request: ChatRequest, signal: Signal | None = None
     ) -> AsyncIterator[ChatEvent]:
@@ -209,7 +233,9 @@ class SdkAdapter(Generic[ClientT]):
             return await self.open_stream(self.build_request(request))
 
         async for event in drive(open_stream, self.translator(), signal, self.on_error):
-            yield event
+            # Every error this adapter reports leaves here, mapped exceptions and mid-stream error events
+            # alike: the one place to mask what the provider echoed back.
+            yield self.masked(event) if event.type == "error" else event
 
     async def aclose(self) -> None:
         """Close the SDK client this adapter built (a client passed in stays the caller's)."""

@@ -1,13 +1,15 @@
-"""How the SDK adapters report failure: provider errors as typed stream errors, secrets masked."""
+"""How the SDK adapters report failure: provider errors as typed stream errors, credentials masked."""
 
 from __future__ import annotations
 
 import contextlib
 import email.utils
+import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus, urlsplit
 
 from tether.contracts.stream import StreamError
 
@@ -35,9 +37,55 @@ _STATUS_OF_TYPE = (
 )
 
 
-def redact_secrets(text: str) -> str:
-    """Replace anything that looks like an API key (`sk-…`, `sk-ant-…`) with `[redacted]`."""
-    return _SECRET.sub("[redacted]", text)
+REDACTED = "[redacted]"
+MIN_SECRET_LENGTH = 8
+"""Configured values shorter than this are not masked by value (a placeholder such as "unused" is
+not a credential, and masking a short word would garble messages); the `sk-` shape still is."""
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie|signature", re.IGNORECASE)
+_SCHEME = re.compile(r"^(?:bearer|basic|token|bot)\s+", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@", re.IGNORECASE)
+"""The password of a URL with user info (`https://user:secret@gateway/…`), as an SDK's connection error may print it."""
+
+
+def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with each configured credential (by value, and the forms it takes when echoed: JSON- or
+    repr-escaped, URL-encoded), URL passwords and anything shaped like an API key (`sk-…`, `sk-ant-…`)
+    as `[redacted]`."""
+    for form in _forms(secrets):
+        if form in text:
+            text = text.replace(form, REDACTED)
+    return _SECRET.sub(REDACTED, _URL_PASSWORD.sub(rf"\1{REDACTED}@", text))
+
+
+def _forms(secrets: Iterable[str]) -> list[str]:
+    """Every way the credentials may appear in an echoed body, longest first (no form masks part of another)."""
+    forms: set[str] = set()
+    for secret in secrets:
+        secret = secret.strip()
+        if len(secret) < MIN_SECRET_LENGTH:
+            continue
+        forms |= {secret, json.dumps(secret)[1:-1], repr(secret)[1:-1], quote(secret, safe=""), quote_plus(secret)}
+    return sorted(forms, key=len, reverse=True)
+
+
+def client_credentials(client: object) -> list[str]:
+    """The credentials an SDK client was configured with: its key or token, a password in its base URL,
+    the values of the auth headers it sends, and of any default header named like a credential (a
+    gateway's own token)."""
+    found = [v for v in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if isinstance(v, str)]
+    with contextlib.suppress(ValueError):
+        password = urlsplit(str(getattr(client, "base_url", "") or "")).password
+        found += [password] if password else []
+    headers: dict[str, object] = {}
+    with contextlib.suppress(Exception):  # an SDK that cannot build its auth headers holds none to leak
+        headers.update(getattr(client, "auth_headers", None) or {})
+    custom = getattr(client, "_custom_headers", None)
+    if isinstance(custom, Mapping):
+        headers.update({k: v for k, v in custom.items() if _SECRET_HEADER.search(str(k))})
+    for value in headers.values():
+        if isinstance(value, str):
+            found += [value, _SCHEME.sub("", value)]
+    return found
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> int | None:

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from tether.contracts.entries import JournalEntry
+from tether.contracts.entries import JournalEntry, RunMeta
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
 
 CHECKSUM_DIGITS = 32
@@ -242,6 +242,8 @@ class EntryDecoder:
             return JournalEntry.model_validate_json(body)
         except ValidationError as exc:
             err = exc.errors()[0]
+            if err["type"] == "json_invalid" and "recursion limit" in err["msg"]:
+                return self._deep(body, where)
             problem = f"{err['msg']} at {'.'.join(map(str, err['loc'])) or 'top level'}"
             raise JournalCorruptError(
                 f"journal corrupt: {where} is not a valid journal entry ({problem}). Restore the "
@@ -250,6 +252,30 @@ class EntryDecoder:
                 run_id=self.run_id,
                 unparsable=err["type"] == "json_invalid",
             ) from None
+
+    def _deep(self, body: bytes, where: str) -> JournalEntry:
+        """An entry nested past pydantic's JSON parser's limit (200 levels), parsed by the stdlib's.
+
+        Values are refused past `canonical.MAX_DEPTH` when they are journaled, but a journal written
+        before that check (or an entry the engine built itself) may nest deeper, up to the ~255 levels
+        pydantic's serializer writes: whatever a store accepted, it reads back.
+        """
+        try:
+            data = json.loads(body)
+        except RecursionError:
+            raise self._corrupt(where, "it is nested too deeply to parse") from None
+        except ValueError as exc:  # not JSON: a torn JSONL tail, say (reported as unparsable)
+            raise JournalCorruptError(
+                f"journal corrupt: {where} is not a valid journal entry (Invalid JSON: {exc}). Restore "
+                f"the store from a backup, or delete the run and start it again.",
+                where=where,
+                run_id=self.run_id,
+                unparsable=True,
+            ) from None
+        try:
+            return JournalEntry.model_validate(data)
+        except ValidationError as exc:
+            raise self._corrupt(where, f"it is not a valid journal entry ({exc.errors()[0]['msg']})") from None
 
     def _corrupt(self, where: str, why: str) -> JournalCorruptError:
         return JournalCorruptError(
@@ -272,6 +298,17 @@ class EntryDecoder:
                 found=entry.seq,
             )
         return entry
+
+
+def decode_meta(text: str | bytes) -> RunMeta:
+    """A stored `RunMeta`; metadata nested past pydantic's JSON parser's limit takes the stdlib's."""
+    try:
+        return RunMeta.model_validate_json(text)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        if not (err["type"] == "json_invalid" and "recursion limit" in err["msg"]):
+            raise
+    return RunMeta.model_validate(json.loads(text))
 
 
 def parse_entry(text: str | bytes, where: str) -> JournalEntry:

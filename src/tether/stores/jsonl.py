@@ -20,8 +20,16 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import ConfigError, JournalCorruptError
-from tether.stores.codec import EntryDecoder, check_rows, decode_batch, effect_json, gc_paused, number_entries
+from tether.contracts.errors import JournalCorruptError
+from tether.stores.codec import (
+    EntryDecoder,
+    check_rows,
+    decode_batch,
+    decode_meta,
+    effect_json,
+    gc_paused,
+    number_entries,
+)
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -29,6 +37,7 @@ from tether.stores.leases import (
     releases,
     renewed,
 )
+from tether.stores.run_ids import check_run_id
 
 T = TypeVar("T")
 _CHUNK = 1 << 16
@@ -144,21 +153,6 @@ def _atomic_write(path: Path, data: bytes, fsync: bool) -> None:
     os.replace(tmp, path)
 
 
-def _check_run_id(run_id: str) -> None:
-    if (
-        not run_id
-        or run_id.startswith(".")
-        or run_id.endswith(".effects")
-        or any(c in run_id for c in "/\\\0")
-    ):
-        raise ConfigError(
-            f"run id {run_id!r} cannot name files in a jsonl store: it must be non-empty, must "
-            f"not start with '.', contain '/' or '\\', or end in '.effects'. Choose another run "
-            f"id, or use a sqlite:// store.",
-            run_id=run_id,
-        )
-
-
 class JsonlStore:
     """A journal store in a directory of JSON-lines files, with leases and blobs beside them."""
 
@@ -173,7 +167,7 @@ class JsonlStore:
         self._tails: dict[str, tuple[int, int, int]] = {}
 
     def _file(self, run_id: str, suffix: str) -> Path:
-        _check_run_id(run_id)
+        check_run_id(run_id)  # every store's rule, which is also what makes a run id a safe file name
         return self.dir / f"{run_id}{suffix}"
 
     @contextmanager
@@ -284,7 +278,7 @@ class JsonlStore:
 
     def _read_meta(self, path: Path) -> RunMeta:
         try:
-            return RunMeta.model_validate_json(path.read_bytes())
+            return decode_meta(path.read_bytes())
         except ValueError as exc:
             raise JournalCorruptError(
                 f"run metadata corrupt: {path} is not valid ({exc.__class__.__name__}). Restore "

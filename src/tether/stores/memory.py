@@ -18,6 +18,7 @@ from tether.stores.leases import (
     releases,
     renewed,
 )
+from tether.stores.run_ids import check_run_id
 
 
 class MemoryStore:
@@ -45,6 +46,7 @@ class MemoryStore:
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
+        check_run_id(run_id)
         self._fenced(run_id, lease)
         if not entries:
             return []
@@ -61,6 +63,7 @@ class MemoryStore:
 
     def append_rows_now(self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None) -> list[int]:
         """`append_rows` in the calling thread: it never waits, so a segment may commit without a task."""
+        check_run_id(run_id)
         self._fenced(run_id, lease)
         log = self._entries.setdefault(run_id, [])
         check_rows(run_id, len(log), rows)
@@ -76,6 +79,7 @@ class MemoryStore:
         return decode_rows(run_id, rows, "the memory store")
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        check_run_id(meta.run_id)
         self._fenced(meta.run_id, lease)
         self._meta[meta.run_id] = meta.model_copy(deep=True)
 
@@ -100,12 +104,14 @@ class MemoryStore:
         return self._blobs.get(key)
 
     async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
+        check_run_id(run_id)
         self._effects.setdefault(run_id, []).append(effect_json(run_id, row))
 
     async def load_effects(self, run_id: str) -> list[dict[str, Any]]:
         return [json.loads(t) for t in self._effects.get(run_id, [])]
 
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
+        check_run_id(run_id)
         now = self._clock()
         check_acquire(run_id, self._leases.get(run_id), owner, ttl_s, now)
         lease = new_lease(run_id, owner, self._epochs.get(run_id, 0), ttl_s, now)

@@ -21,12 +21,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import ConfigError, LeaseHeldError, StoreUnavailableError
-from tether.stores.codec import check_rows, decode_rows, effect_json
+from tether.contracts.queue import QueuedRun
+from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json
 from tether.stores.group_commit import GroupCommit
 from tether.stores.leases import cancel_request_key, check_acquire, check_fence, renewed
 from tether.stores.postgres_prefetch import Prefetch
 from tether.stores.postgres_queue import PostgresQueue
 from tether.stores.postgres_sql import notify_channel, schema_statements, statements
+from tether.stores.run_ids import check_run_id
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -228,12 +230,14 @@ class PostgresStore(PostgresQueue):
 
     # -- appends (group commit) --------------------------------------------------------------------
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
+        check_run_id(run_id)
         self._prefetched.forget(run_id)
         return (await self._appends.append_many(run_id, [entry], lease))[0]
 
     async def append_many(
         self, run_id: str, entries: list[JournalEntry], lease: Lease | None = None
     ) -> list[int]:
+        check_run_id(run_id)
         self._prefetched.forget(run_id)
         return await self._appends.append_many(run_id, entries, lease)
 
@@ -242,6 +246,7 @@ class PostgresStore(PostgresQueue):
     ) -> list[int]:
         """Append rows already encoded by `codec.encode_entry` (a segment's group commit): one round trip
         that fences the lease, checks the rows continue the head and inserts them as they are."""
+        check_run_id(run_id)
         self._prefetched.forget(run_id)
         if not rows:
             await self._send_append(run_id, None, [], lease)  # the lease check alone, like every store
@@ -279,6 +284,7 @@ class PostgresStore(PostgresQueue):
         return entries
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        check_run_id(meta.run_id)
         self._prefetched.forget(meta.run_id)
         params = (meta.run_id, meta.created_at, meta.status, meta.model_dump_json(), *self._fence_args(lease))
         ((answer,),) = await self._fetch("meta_put", params)
@@ -293,14 +299,14 @@ class PostgresStore(PostgresQueue):
         else:
             rows = await self._fetch("meta_get", (run_id,))
             text = rows[0][0] if rows else None
-        return RunMeta.model_validate_json(text) if text is not None else None
+        return decode_meta(text) if text is not None else None
 
     async def list_runs(self, *, limit: int = 100, status: str | None = None) -> list[RunMeta]:
         if status is None:
             rows = await self._fetch("meta_list", (limit,))
         else:
             rows = await self._fetch("meta_list_status", (status, status, limit))
-        return [RunMeta.model_validate_json(r[0]) for r in rows]
+        return [decode_meta(r[0]) for r in rows]
 
     async def delete(self, run_id: str) -> None:
         self._prefetched.forget(run_id)
@@ -323,6 +329,7 @@ class PostgresStore(PostgresQueue):
         return bytes(rows[0][0]) if rows else None
 
     async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
+        check_run_id(run_id)
         await self._fetch("effect_put", (run_id, effect_json(run_id, row)))
 
     async def load_effects(self, run_id: str) -> list[dict[str, Any]]:
@@ -330,6 +337,7 @@ class PostgresStore(PostgresQueue):
 
     # -- leases (the database's clock) -------------------------------------------------------------
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
+        check_run_id(run_id)
         check_acquire(run_id, None, owner, ttl_s, 0.0)  # validates ttl_s
         takeover: int | None = None
         self._prefetched.forget(run_id)
@@ -350,6 +358,10 @@ class PostgresStore(PostgresQueue):
             f"nothing was written. Retry in a moment.",
             run_id=run_id,
         )
+
+    async def enqueue(self, run: QueuedRun, meta: RunMeta, genesis: JournalEntry | None) -> bool:
+        check_run_id(run.run_id)  # the queue writes the run's meta and journal too: the same rule first
+        return await super().enqueue(run, meta, genesis)
 
     def _keep_reads(self, run_id: str, reads: list[tuple[Any, ...]]) -> None:
         """Keep what the acquire read after taking the lease: journal rows ('e'), meta ('m'), cancel request ('b')."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, StoreUnavailableError
-from tether.stores.codec import check_rows, decode_rows, effect_json, gc_paused, number_entries
+from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json, gc_paused, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -27,6 +27,7 @@ from tether.stores.leases import (
     releases,
     renewed,
 )
+from tether.stores.run_ids import check_run_id
 from tether.stores.wal_checkpoint import SAFETY_NET_PAGES, WAL_KEPT_BYTES, WalCheckpointer
 
 SCHEMA_VERSION = 1
@@ -253,6 +254,7 @@ class SqliteStore:
         continues the journal and the lease is current, both checked by SQLite inside the transaction.
         Anything else (another writer, a stale lease, a first append) takes the checked path, which
         reads the head and the lease and raises the precise error."""
+        check_run_id(run_id)
         with self._lock, self._driver():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
@@ -346,6 +348,7 @@ class SqliteStore:
         return entries
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        check_run_id(meta.run_id)
         with self._tx() as c:
             self._fenced(c, meta.run_id, lease)
             c.execute(
@@ -357,12 +360,12 @@ class SqliteStore:
     async def get_meta(self, run_id: str) -> RunMeta | None:
         with self._read() as c:
             row = c.execute("SELECT json FROM meta WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else RunMeta.model_validate_json(row[0])
+        return None if row is None else decode_meta(row[0])
 
     async def list_runs(self, *, limit: int = 100) -> list[RunMeta]:
         with self._read() as c:
             rows = c.execute("SELECT json FROM meta ORDER BY created_at DESC, run_id LIMIT ?", (limit,)).fetchall()
-        return [RunMeta.model_validate_json(r[0]) for r in rows]
+        return [decode_meta(r[0]) for r in rows]
 
     async def delete(self, run_id: str) -> None:
         self._heads.pop(run_id, None)
@@ -384,6 +387,7 @@ class SqliteStore:
         return None if row is None else bytes(row[0])
 
     async def append_effect(self, run_id: str, row: Mapping[str, Any]) -> None:
+        check_run_id(run_id)
         text = effect_json(run_id, row)
         with self._tx() as c:
             c.execute("INSERT INTO effects (run_id, json) VALUES (?, ?)", (run_id, text))
@@ -394,6 +398,7 @@ class SqliteStore:
         return [json.loads(r[0]) for r in rows]
 
     async def acquire(self, run_id: str, owner: LeaseOwner, ttl_s: float) -> Lease:
+        check_run_id(run_id)
         self._settled.pop(run_id, None)
         with self._tx() as c:
             now = self._clock()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -69,17 +69,25 @@ def request_key(request: ChatRequest) -> str:
     return content_key(request_form(request))
 
 
-def redact(value: Any) -> Any:
-    """A copy of `value` with API-key-looking strings and credential-named fields replaced."""
+def redact(value: Any, secrets: Sequence[str] = ()) -> Any:
+    """A copy of `value` with the given credentials (by value), API-key-looking strings and
+    credential-named fields replaced."""
     if isinstance(value, dict):
         return {
-            k: REDACTED if str(k).lower() in _SECRET_KEYS else redact(v) for k, v in value.items()
+            k: REDACTED if str(k).lower() in _SECRET_KEYS else redact(v, secrets) for k, v in value.items()
         }
     if isinstance(value, list):
-        return [redact(v) for v in value]
+        return [redact(v, secrets) for v in value]
     if isinstance(value, str):
-        return redact_secrets(value)
+        return redact_secrets(value, secrets)
     return value
+
+
+def credentials_of(model: ChatModel) -> list[str]:
+    """The credentials `model` says it was configured with (an SDK adapter's `credentials()`), else none."""
+    found = getattr(model, "credentials", None)
+    secrets = found() if callable(found) else ()
+    return [s for s in secrets if isinstance(s, str)]
 
 
 class CassetteModel:
@@ -183,7 +191,8 @@ class CassetteModel:
     def _keep(self, key: str, request: ChatRequest, events: list[dict[str, Any]]) -> None:
         if events[-1].get("reason") == "cancelled":
             return  # a cut stream is not what the provider would answer next time
-        exchange = Exchange(key=key, request=redact(request_form(request)), events=redact(events))
+        secrets = credentials_of(self.inner)  # by value: a gateway token has no `sk-` shape to spot
+        exchange = Exchange(key=key, request=redact(request_form(request), secrets), events=redact(events, secrets))
         exchange.used = True
         self._exchanges.append(exchange)
         self._served[key] = sum(1 for e in self._exchanges if e.key == key)

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import JournalOrderViolation, LeaseHeldError
+from tether.contracts.errors import ConfigError, JournalOrderViolation, LeaseHeldError, NonSerializableValueError
 from tether.contracts.protocols import JournalStore, LeasableStore
 from tether.contracts.usage import Usage
 from tether.stores.leases import current_owner, local_host, process_start_time
+from tether.stores.run_ids import MAX_RUN_ID_BYTES
 
 NO_SUCH_PID = 2**22 + 1
 """Above Linux's PID_MAX_LIMIT, so no process can have it."""
@@ -35,6 +37,44 @@ NO_SUCH_PID = 2**22 + 1
 def entry(key: str = "k", **fields: object) -> JournalEntry:
     """A small valid entry (a finished step) for tests; `fields` override or extend it."""
     return JournalEntry.model_validate({"kind": "step", "status": "ok", "key": key, **fields})
+
+
+def nested(depth: int, leaf: object = "leaf") -> object:
+    """`leaf` inside `depth` levels of lists and objects, alternating (`nested(2)` is `[{"k": "leaf"}]`)."""
+    value = leaf
+    for level in range(depth):
+        value = {"k": value} if level % 2 else [value]
+    return value
+
+
+BAD_RUN_IDS = (
+    "x" * (MAX_RUN_ID_BYTES + 1), "é" * (MAX_RUN_ID_BYTES // 2 + 1), "", "a/b", "a\\b", "nul\x00", "tab\there",
+    ".hidden", "run.effects", "lone\ud800",
+)
+"""Run ids every store refuses: too long (in characters, or in UTF-8 bytes), empty, path separators,
+control characters, a leading dot, the JSONL effect-ledger suffix, invalid Unicode."""
+GOOD_RUN_IDS = ("x" * MAX_RUN_ID_BYTES, "é" * (MAX_RUN_ID_BYTES // 2), "01J9ZQ4W6E8Y2V0K3M5N7P9R1T",
+                "job:42@team+x=y.z-1_2", "研究 run (2)")
+"""Run ids every store accepts: at the limit, in bytes, a ULID, punctuation, non-ASCII and spaces."""
+
+
+def _writes(store: JournalStore, run_id: str) -> list[Callable[[], Awaitable[object]]]:
+    """Every call that writes something for `run_id` (the optional ones when `store` has them)."""
+    meta = RunMeta(run_id=run_id, workflow="wf", created_at=1.0, updated_at=1.0)
+    writes: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.append(run_id, entry("a")),
+        lambda: store.append_many(run_id, [entry("a")]),
+        lambda: store.put_meta(meta),
+        lambda: store.append_effect(run_id, {"a": 1}),
+    ]
+    if isinstance(store, LeasableStore):
+        writes.append(lambda: store.acquire(run_id, owner("w"), 30.0))
+    append_rows = getattr(store, "append_rows", None)
+    if append_rows is not None:
+        from tether.stores.codec import number_entries
+
+        writes.append(lambda: append_rows(run_id, number_entries("ok", 0, [entry("a")])))
+    return writes
 
 
 def leasable(store: JournalStore) -> LeasableStore:
@@ -265,6 +305,52 @@ class StoreConformance:
         assert [m.run_id for m in await store.list_runs()] == []
         assert len(await store.load("keep")) == 1
         assert await store.append("r", entry("again")) == 1
+
+    # -- run ids and depth -----------------------------------------------------------------------
+
+    async def test_a_run_id_outside_the_one_rule_is_a_config_error_and_nothing_is_written(
+        self, store: JournalStore
+    ) -> None:
+        """Every store refuses the same run ids (`stores.run_ids`), before it writes anything for them."""
+        for bad in BAD_RUN_IDS:
+            for write in _writes(store, bad):
+                with pytest.raises(ConfigError, match="run id") as caught:
+                    await write()
+                assert caught.value.data["limit"] == MAX_RUN_ID_BYTES
+        assert await store.list_runs() == []
+        assert await store.load("ok") == []
+
+    async def test_run_ids_up_to_the_limit_work_on_every_store(self, store: JournalStore) -> None:
+        for good in GOOD_RUN_IDS:
+            assert await store.append(good, entry("a")) == 1
+            await store.put_meta(RunMeta(run_id=good, workflow="wf", created_at=1.0, updated_at=1.0))
+            await store.append_effect(good, {"a": 1})
+            assert [e.key for e in await store.load(good)] == ["a"]
+            got = await store.get_meta(good)
+            assert got is not None and got.run_id == good
+            assert await store.load_effects(good) == [{"a": 1}]
+            if isinstance(store, LeasableStore):
+                await store.release(await store.acquire(good, owner("w"), 30.0))
+        assert sorted(m.run_id for m in await store.list_runs()) == sorted(GOOD_RUN_IDS)
+
+    async def test_an_entry_is_either_refused_on_write_or_loads_back_at_any_depth(self, store: JournalStore) -> None:
+        """Whatever a store accepts, it reads back: entries nested around and past every parser's limit
+        (pydantic's JSON parser stops at 200 levels, its serializer at about 255) either load back
+        equal or were refused with `NonSerializableValueError` and nothing appended."""
+        for depth in (*range(195, 203), 254, 255, 256, 400):
+            run = f"deep-{depth}"
+            sent = entry("a", value=nested(depth), error={"data": nested(depth - 2)})
+            try:
+                await store.append(run, sent)
+            except NonSerializableValueError:
+                assert await store.load(run) == [], depth
+                continue
+            (got,) = await store.load(run)
+            assert got.value == sent.value and got.error == sent.error, depth
+            await store.put_meta(RunMeta(run_id=run, workflow="wf", args=nested(depth - 2), created_at=1.0,
+                                         updated_at=1.0))
+            meta = await store.get_meta(run)
+            assert meta is not None and meta.args == nested(depth - 2)
 
     # -- leases ---------------------------------------------------------------------------------
 
