@@ -13,7 +13,11 @@ from urllib.parse import quote, quote_plus, urlsplit
 
 from tether.contracts.stream import StreamError
 
-_SECRET = re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9][A-Za-z0-9_\-*]{5,}")
+_SECRET = re.compile(
+    r"\bsk-(?:ant-)?[A-Za-z0-9][A-Za-z0-9_\-*]{5,}"  # OpenAI and Anthropic keys
+    r"|\bAIza[0-9A-Za-z_\-]{20,}"  # Google API keys
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key ids
+)
 _CONTEXT_HINTS = (
     *("context window", "context length", "context_length_exceeded", "maximum context"),
     *("prompt is too long", "too many tokens", "input is too long"),
@@ -49,8 +53,8 @@ _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@", re.IG
 
 def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with each configured credential (by value, and the forms it takes when echoed: JSON- or
-    repr-escaped, URL-encoded), URL passwords and anything shaped like an API key (`sk-…`, `sk-ant-…`)
-    as `[redacted]`."""
+    repr-escaped, URL-encoded), URL passwords and anything shaped like an API key (`sk-…`, `sk-ant-…`,
+    Google's `AIza…`, AWS's `AKIA…`) as `[redacted]`."""
     for form in _forms(secrets):
         if form in text:
             text = text.replace(form, REDACTED)
