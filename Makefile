@@ -23,7 +23,7 @@ lint: $(STAMP)
 	$(BIN)/mypy src soak
 
 bench: $(STAMP)
-	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/pip install -q -e '.[all,dev,bench]'  # one resolve: the bench's peers must not move the adapters' pins
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/workers.py
 

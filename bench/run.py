@@ -86,12 +86,10 @@ def _budget_race() -> dict[str, Any]:
     import budget_race
 
     out: dict[str, Any] = {}
-    runners = (("tether", budget_race.run_tether), ("pydantic-ai", budget_race.run_pydantic_ai),
-               ("litellm", budget_race.run_litellm))
-    for name, runner in runners:
+    for name, runner in budget_race.RUNNERS:
         r = asyncio.run(budget_race.timed(runner, name))
         out[name] = {"spend": r.spend_usd, "calls": r.model_calls, "stopped": r.stopped_itself, "how": r.how,
-                     "error": r.error, "seconds": r.seconds}
+                     "error": r.error, "seconds": r.seconds, "crash_usd": r.crash_usd}
     return out
 
 
@@ -276,6 +274,15 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
         out.append(Row("budget race", _err(race) or "", "", "", ""))
     else:
         t = race.get("tether", {})
+        b = race.get("tether (bounded)", {})
+        if t and b and not (t.get("error") or b.get("error")):
+            out.append(Row("budget race, hard vs bounded: wall s (calls completed)",
+                           f"{_f(t.get('seconds'), ' s', 2)} ({t.get('calls')} calls)",
+                           f"bounded: {_f(b.get('seconds'), ' s', 2)} ({b.get('calls')} calls)",
+                           _ratio(t.get("seconds"), b.get("seconds")), "(info)"))
+            out.append(Row("budget race: worst cost a crash could leave",
+                           f"{_f(t.get('crash_usd'), ' USD', 4)}", f"bounded: {_f(b.get('crash_usd'), ' USD', 4)}",
+                           _ratio(t.get("crash_usd"), b.get("crash_usd")), "hard <= 1.00 USD"))
         for peer in ("pydantic-ai", "litellm"):
             p = race.get(peer, {})
             how = "UsageLimits(cost_limit=1.00)" if peer == "pydantic-ai" else "BudgetManager"

@@ -18,7 +18,7 @@ from tether.contracts.entries import JournalEntry
 
 EPSILON_USD = 1e-9
 
-Check = Literal["a", "a1", "b", "c", "d", "e", "f", "h"]
+Check = Literal["a", "a1", "b", "c", "d", "e", "f", "g", "h", "i"]
 CHECKS: Mapping[Check, str] = MappingProxyType({
     "a": "a journaled call (or tool/step) performed again",
     "a1": "more than one turn re-paid for one agent after one crash",
@@ -27,7 +27,9 @@ CHECKS: Mapping[Check, str] = MappingProxyType({
     "d": "billed spend above ceiling + bound",
     "e": "not exactly one terminal settle with the expected status",
     "f": "stored ceiling changed",
+    "g": "hard ceiling: reported cost (orphans at worst included) above the ceiling after a segment",
     "h": "run did not settle (child error, hang, or too many segments)",
+    "i": "hard ceiling: billed spend above the reported cost",
 })
 
 
@@ -63,6 +65,14 @@ class Verdict:
     journaled_usd: float
     bound_usd: float
     violations: tuple[Violation, ...] = field(default=())
+    reported_usd: float = 0.0
+    """The largest `cost.total_usd` the run reported after any of its segments (orphans at worst included)."""
+    overshoot: str = "hard"
+    ceiling_usd: float = 0.0
+
+    @property
+    def over_ceiling(self) -> bool:
+        return self.reported_usd > self.ceiling_usd + EPSILON_USD
 
 
 def check_run(
@@ -97,8 +107,17 @@ def check_run(
                                          f"({record.kills} kills)"))
     if stored_ceiling is None or abs(stored_ceiling - scenario.budget_usd) > EPSILON_USD:
         found.append(Violation("f", run, f"stored ceiling {stored_ceiling} != {scenario.budget_usd}"))
+    reported = max((s.reported_usd for s in record.segments), default=0.0)
+    if scenario.overshoot == "hard":
+        over = [s for s in record.segments if s.reported_usd > scenario.budget_usd + EPSILON_USD]
+        if over:
+            found.append(Violation("g", run, f"reported {over[0].reported_usd:.4f} USD > ceiling "
+                                             f"{scenario.budget_usd:.4f} after segment {over[0].number}"))
+        final = record.segments[-1].reported_usd if record.segments else 0.0
+        if billed > final + unestimated_usd(lines) + EPSILON_USD:
+            found.append(Violation("i", run, f"billed {billed:.4f} USD > reported {final:.4f} ({record.kills} kills)"))
     return Verdict(scenario.name, run, record.kills, record.resumes, resent, rerun, billed, journaled_usd, bound,
-                   tuple(found))
+                   tuple(found), reported, scenario.overshoot, scenario.budget_usd)
 
 
 def billed_usd(lines: list[Sent | Done | Effect]) -> tuple[float, float]:
@@ -107,6 +126,13 @@ def billed_usd(lines: list[Sent | Done | Effect]) -> tuple[float, float]:
     sent = [s for s in lines if isinstance(s, Sent)]
     total = sum(done[(s.segment, s.n)].usd if (s.segment, s.n) in done else s.worst_usd for s in sent)
     return total, max((s.worst_usd for s in sent), default=0.0)
+
+
+def unestimated_usd(lines: list[Sent | Done | Effect]) -> float:
+    """What the requests killed before their reply ended billed beyond the engine's priced worst case of them: the
+    input it did not foresee (the hard ceiling's one stated assumption, docs/budgets.md)."""
+    done = {(d.segment, d.n) for d in lines if isinstance(d, Done)}
+    return sum(s.unestimated_usd for s in lines if isinstance(s, Sent) and (s.segment, s.n) not in done)
 
 
 def _repeats(record: RunRecord, lines: list[Sent | Done | Effect], found: list[Violation]) -> tuple[int, int]:

@@ -61,7 +61,8 @@ async def _segment(order: SegmentOrder) -> None:
     args = dict(scenario.args)
     try:
         if order.start:
-            await engine.run(workflow, args, run_id=order.run_id, budget_usd=scenario.budget_usd)
+            await engine.run(workflow, args, run_id=order.run_id, budget_usd=scenario.budget_usd,
+                             overshoot=scenario.overshoot)
             return
         try:
             await engine.resume(order.run_id, workflow, args)
@@ -69,7 +70,8 @@ async def _segment(order: SegmentOrder) -> None:
             # The run never became durable (killed before its options were written): start it, as a user would.
             if type(exc).__name__ != "RunNotFoundError":
                 raise
-            await engine.run(workflow, args, run_id=order.run_id, budget_usd=scenario.budget_usd)
+            await engine.run(workflow, args, run_id=order.run_id, budget_usd=scenario.budget_usd,
+                             overshoot=scenario.overshoot)
     finally:
         await engine.close()
         log.close()

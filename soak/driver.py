@@ -22,6 +22,7 @@ from soak.requestlog import TAG
 from soak.scenarios import Scenario
 from soak.stores import StoreTarget
 from tether.contracts.entries import JournalEntry
+from tether.journal.cost import fold_cost
 
 MAX_SEGMENTS = 60
 """A run still unsettled after this many segments is reported as such."""
@@ -45,6 +46,8 @@ class SegmentRecord:
     durable: frozenset[str]
     error: str | None = None
     """A child's traceback, or why the driver gave up on it."""
+    reported_usd: float = 0.0
+    """The run's `cost.total_usd` (orphans at their worst case included) once the segment had ended."""
 
 
 @dataclass
@@ -147,7 +150,12 @@ class Driver:
         elif not killed and proc.exitcode != 0:
             error = error_path.read_text() if error_path.exists() else f"segment {number} exited {proc.exitcode}"
         return SegmentRecord(number, proc.exitcode, killed and kill_at is not None, seconds, kill_at,
-                             await self.durable_tags(run_id), error)
+                             await self.durable_tags(run_id), error, await self.reported_usd(run_id))
+
+    async def reported_usd(self, run_id: str) -> float:
+        """What the run reports it cost right now (0 for a run killed before anything was durable)."""
+        store = await self.engine.store()
+        return fold_cost(await store.load(run_id)).total_usd
 
     async def _resolve(self, scenario: Scenario, run_id: str, pending: list[str]) -> int:
         for key in pending:

@@ -12,7 +12,7 @@ from soak.checks import CHECKS, Verdict, Violation
 from soak.runner import StoreResult
 
 COLUMNS = ("store", "scenario", "runs", "kills", "resumes", "re-sent", "re-run", "max billed/bound",
-           *CHECKS, "secs")
+           "over ceiling", *CHECKS, "secs")
 
 
 def _row(store: str, scenario: str, verdicts: list[Verdict], seconds: str) -> list[str]:
@@ -23,8 +23,8 @@ def _row(store: str, scenario: str, verdicts: list[Verdict], seconds: str) -> li
     worst = max((v.billed_usd / v.bound_usd for v in verdicts if v.bound_usd > 0), default=0.0)
     return [store, scenario, str(len(verdicts)), str(sum(v.kills for v in verdicts)),
             str(sum(v.resumes for v in verdicts)), str(sum(v.resent_in_flight for v in verdicts)),
-            str(sum(v.rerun_in_flight for v in verdicts)), f"{worst:.3f}", *(str(counts[c]) for c in CHECKS),
-            seconds]
+            str(sum(v.rerun_in_flight for v in verdicts)), f"{worst:.3f}", str(sum(v.over_ceiling for v in verdicts)),
+            *(str(counts[c]) for c in CHECKS), seconds]
 
 
 def table(results: Iterable[StoreResult]) -> str:
@@ -43,7 +43,9 @@ def table(results: Iterable[StoreResult]) -> str:
 def legend() -> str:
     parts = ["re-sent: model calls sent again after a crash whose reply was not yet durable (allowed re-pay)",
              "re-run: tools/steps run again whose result was not yet durable",
-             "max billed/bound: the largest billed spend / (ceiling + bound) of any run"]
+             "max billed/bound: the largest billed spend / (ceiling + bound) of any run",
+             "over ceiling: runs whose reported cost (orphans at their worst case included) passed the ceiling after "
+             "a segment (a violation, g, under the hard ceiling)"]
     parts += [f"{check}: {text}" for check, text in CHECKS.items()]
     return "\n".join(parts)
 

@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from tether.agents.dispatch import estimate_input_tokens
 from tether.contracts.messages import ChatRequest
 from tether.contracts.prices import Price
 from tether.contracts.signal import Signal
@@ -80,6 +81,9 @@ class Sent(_Line):
     """The request's output cap (the model's own cap when the request set none)."""
     worst_usd: float
     """The priced worst case: the input plus the whole output cap."""
+    unestimated_usd: float = 0.0
+    """The price of the input billed beyond the engine's own estimate of the request (the hard ceiling's stated
+    assumption: a worst case the engine priced can miss only this)."""
 
     @property
     def tag(self) -> str:
@@ -189,8 +193,10 @@ class LoggingFake:
         input_tokens = reply.input_tokens if reply.input_tokens is not None else estimate_tokens(request)
         cap = request.max_output_tokens or self.caps(request.model).max_output_tokens
         worst = cost_usd(Usage(input_tokens=input_tokens, output_tokens=cap), self._price)
+        unforeseen = max(0, input_tokens - estimate_input_tokens(request))
         log.write(Sent(run=log.run, segment=log.segment, n=n, id=ident, thread=thread_of(request),
-                       model=request.model, input_tokens=input_tokens, max_output_tokens=cap, worst_usd=worst))
+                       model=request.model, input_tokens=input_tokens, max_output_tokens=cap, worst_usd=worst,
+                       unestimated_usd=cost_usd(Usage(input_tokens=unforeseen), self._price)))
         billed, finish = Usage(), "abandoned"  # "abandoned": the engine stopped reading before the end
         try:
             async for event in self._inner.stream(request, signal):

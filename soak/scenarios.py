@@ -12,6 +12,7 @@ the tag of the effect that produced it (see `soak.requestlog`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Mapping
@@ -24,6 +25,7 @@ from soak.requestlog import LoggingFake, RequestLog, request_identity, tag
 from tether.contracts.entries import RunStatus
 from tether.contracts.messages import ChatRequest
 from tether.contracts.protocols import JournalStore
+from tether.engine.runner import Overshoot
 from tether.testing import Reply, ToolCall
 
 MODEL = "soak"
@@ -50,6 +52,8 @@ class Scenario:
     """(input, output) tokens every reply bills; None: the fake's own estimate and 40 output tokens."""
     resolutions: Mapping[str, Any] = field(default_factory=dict)
     """What the driver resolves each suspension key with."""
+    overshoot: Overshoot = "hard"
+    """The run's overshoot mode: `hard` must never report a cost above the ceiling, `bounded` stays within d."""
 
     def model(self, log: RequestLog) -> LoggingFake:
         return LoggingFake(functools.partial(scripted_reply, tokens=self.tokens), model=MODEL, price=self.price,
@@ -160,18 +164,24 @@ def build_race(log: RequestLog) -> tether.Workflow:
     return race
 
 
+RACE_BUDGET_USD = 0.50
+_RACE = Scenario(
+    name="race", args=MappingProxyType({"agents": RACE_AGENTS, "est_cost": RACE_AGENT_USD}),
+    budget_usd=RACE_BUDGET_USD, concurrency=50, agents_at_once=50, price=RACE_PRICE, expect_status="exhausted",
+    compare_value=False, build=build_race, tokens=RACE_TOKENS,
+)
+
 SCENARIOS: Mapping[str, Scenario] = MappingProxyType({
     "pipeline": Scenario(
         name="pipeline", args=MappingProxyType({"topic": "durable agents"}), budget_usd=1.0, concurrency=FANOUT,
         agents_at_once=FANOUT, price=tether.Price(input=3.0, output=15.0), expect_status="ok", compare_value=True,
         build=build_pipeline, resolutions=MappingProxyType({"editor": "approved"}),
     ),
-    # est_cost is each agent's exact cost, so admission alone keeps journaled spend within 1.00 USD.
-    "race": Scenario(
-        name="race", args=MappingProxyType({"agents": RACE_AGENTS, "est_cost": RACE_AGENT_USD}), budget_usd=1.0,
-        concurrency=50, agents_at_once=50, price=RACE_PRICE, expect_status="exhausted", compare_value=False,
-        build=build_race, tokens=RACE_TOKENS,
-    ),
+    # est_cost is each agent's exact cost, so admission alone keeps journaled spend within the ceiling; the hard
+    # ceiling keeps the reported cost (orphans at their worst case included) within it too.
+    "race": _RACE,
+    # The same race under the looser mode: billed spend within ceiling + one clamped turn per running agent.
+    "race-bounded": dataclasses.replace(_RACE, name="race-bounded", overshoot="bounded"),
 })
 
 

@@ -144,4 +144,4 @@ def affordable_output_tokens(price: Price, est_input: int, usd: float) -> int | 
     left = usd - est_input * inp / 1_000_000
     if left <= 0:
         return 0
-    return max(0, math.floor(left * 1_000_000 / out + 1e-9))
+    return max(0, math.floor(left * 1_000_000 / out + 1e-6))  # float sums of USD must not lose a token

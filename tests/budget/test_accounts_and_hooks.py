@@ -6,7 +6,7 @@ import pytest
 
 import tether
 from tether.budget.accounts import Account
-from tether.budget.admission import FLAT_RESERVE_USD, admit, check_spawn_cap, reserve_usd
+from tether.budget.admission import admit, check_spawn_cap, reserve_usd
 from tether.budget.hooks import AccountHooks
 from tether.pricing import cost_usd
 
@@ -21,12 +21,12 @@ def test_an_exact_fill_is_admitted_and_one_cent_more_is_refused() -> None:
         admit(acct, 0.01, what="c", run_id="r")
 
 
-def test_reserves_come_from_est_cost_then_a_priced_turn_then_the_flat_default() -> None:
+def test_reserves_come_from_est_cost_then_a_priced_turn_and_an_unpriced_model_holds_nothing() -> None:
     price = tether.Price(input=1.0, output=2.0)
     assert reserve_usd(0.02, None, price, 100, 4096) == 0.02
     assert reserve_usd(None, 0.03, price, 100, 4096) == 0.03
     assert reserve_usd(None, None, price, 1_000_000, 1_000_000) == pytest.approx(3.0)
-    assert reserve_usd(None, None, None, 100, 4096) == FLAT_RESERVE_USD
+    assert reserve_usd(None, None, None, 100, 4096) == 0.0  # its spend is not counted against a ceiling
 
 
 def test_debits_propagate_to_every_ancestor_and_fire_the_ceiling_signal() -> None:
@@ -44,10 +44,10 @@ def test_an_invocation_sees_its_own_reserve_as_room_and_others_as_taken() -> Non
     mine = acct.hold(0.3)
     acct.hold(0.5)
     assert acct.room() == pytest.approx(0.2)
-    assert acct.room(mine) == pytest.approx(0.5)
+    assert acct.room(mine.left) == pytest.approx(0.5)
     acct.debit(0.1)
     mine.consume(0.1)  # spend eats the reserve first, so the room does not shrink twice
-    assert acct.room(mine) == pytest.approx(0.4)
+    assert acct.room(mine.left) == pytest.approx(0.4)
 
 
 def test_a_tier_crossed_by_accumulated_input_reprices_the_whole_call_live() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,10 @@ from tether.pricing import affordable_output_tokens, cost_usd
 from tether.testing import Reply
 
 PRICE = tether.Price(input=10.0, output=20.0)
+
+
+async def no_sleep(_: float) -> None:
+    return None
 
 
 @tether.workflow(name="one")
@@ -127,6 +132,19 @@ async def test_strict_pricing_refuses_an_unpriced_model_before_the_wire(engine_f
     out = await engine.run(one, run_id="r", strict_pricing=True)
     assert out.status == "error" and isinstance(out.error, tether.PricingError)
     assert model.calls == 0
+    entries = await engine.inspect("r")
+    assert [e for e in entries if e.kind == "agent"] == []  # refused before admission: no entry was opened
+
+
+async def test_a_fallback_without_a_price_row_is_refused_before_the_wire_and_its_entry_closed(
+    tmp_path: Path,
+) -> None:
+    primary = tether.models.fake("fake", script=[Reply(error="rate-limit")] * 3, prices={"m": PRICE})
+    backup = tether.models.fake("backup", script=[Reply(text="never")])
+    engine = tether.Engine(models=[primary, backup], store=f"sqlite:///{tmp_path}/t.db", sleep=no_sleep,
+                           routing={"loop": tether.ModelSpec("fake:m", fallbacks=("backup:m",))})
+    out = await engine.run(one, run_id="r", strict_pricing=True)
+    assert out.status == "error" and isinstance(out.error, tether.PricingError) and backup.calls == 0
     entries = await engine.inspect("r")
     running = [e for e in entries if e.kind == "agent" and e.status == "running"]
     terminals = [e for e in entries if e.kind == "agent" and e.ref is not None]

@@ -63,10 +63,11 @@ def test_the_live_view_in_a_terminal_tells_the_truth(tmp_path: Path) -> None:
     assert len({m.group(1) for m in AGENT_LINE.finditer(final)}) == 6, "six agents on the tree"
     assert any("✗ spawn refused (agents): survey region" in f for f in frames), "the refused spawn"
     assert any(re.search(r"forecast ~\d+ turns? left at this rate, (~\d+s|<1s) to exhaustion", f) for f in frames)
-    assert re.search(r"USD\s+\[█+\] 0\.4\d+ of 0\.4000 USD \(10\d%\)", final), "spend against the ceiling"
-    assert "live  survey  exhausted" in final and "exhausted: 0.4" in final
+    # the hard ceiling stops the run at (or just below) the ceiling: spend plus in-flight worst cases never pass it
+    assert re.search(r"USD\s+\[█+\] 0\.(39|40)\d+ of 0\.4000 USD \((9\d|100)%\)", final), "spend against the ceiling"
+    assert "live  survey  exhausted" in final and re.search(r"exhausted: 0\.(39|40)", final)
     ends = {m.group(1): m.group(3) for m in AGENT_LINE.finditer(final)}
-    assert set(ends.values()) <= {"cancelled", "error", "ok"}, "no agent is left `working` at the end"
+    assert set(ends.values()) <= {"cancelled", "error", "limit", "ok"}, "no agent is left `working` at the end"
 
 
 def test_the_forecast_divides_what_is_left_by_the_recent_draw_rate() -> None:

@@ -298,8 +298,9 @@ class Dispatcher:
         return limit
 
     def _natural_limit(self, model: ResolvedModel) -> int:
-        """The output limit without the budget: the spec's and the model's cap."""
-        return min(self.spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
+        """The output limit without the budget: the spec's (None: none) and the model's cap."""
+        cap = model.adapter.caps(model.name).max_output_tokens
+        return cap if self.spec.max_output_tokens is None else min(self.spec.max_output_tokens, cap)
 
     async def _attempt(self, model: ResolvedModel, stage: Stage) -> TurnResult:
         history, tools, tool_choice, output_format, tier = _request_parts(self.spec, model, self.state.messages)
@@ -315,13 +316,16 @@ class Dispatcher:
                 release = self.hooks.admit_turn_exposure(model.ref, est_input, clamp)
                 break
             except BudgetExhaustedError as exc:
-                if not self.spec.exposure_wait or exc.data.get("reason") != "exposure":
+                reason = exc.data.get("reason")
+                # The hard ceiling always waits for in-flight worst cases; the exposure cap only when opted in.
+                if reason != "in-flight" and not (self.spec.exposure_wait and reason == "exposure"):
                     return TurnResult("error", error=budget_error(exc, stage))
                 waited = await self.hooks.await_exposure_release(self.signal)
                 if waited == "aborted":
                     return TurnResult("cancelled")
-                if waited == "drained":
-                    message = f"exposure drained: nothing in flight to wait for ({exc.message})"
+                if waited in ("drained", "timeout"):
+                    why = "nothing in flight to wait for" if waited == "drained" else "no call in flight settled"
+                    message = f"exposure drained: {why} ({exc.message})"
                     error = AgentError(kind="budget", message=message, reason="exposure-drained", stage=stage)
                     return TurnResult("error", error=error)
                 clamp = self._clamp(model, est_input, stage)  # the room changed: plan the turn again
@@ -362,7 +366,10 @@ class Dispatcher:
         try:
             async for event in stream:
                 if isinstance(event, Finish | StreamError):
-                    out.terminal = event
+                    out.terminal = _refuse_negative(model, event.usage) or event
+                    break
+                if isinstance(event, UsageDelta) and (refused := _refuse_negative(model, event.usage)) is not None:
+                    out.terminal = refused  # never a credit: the usage that arrived before it stays billed
                     break
                 spending = isinstance(event, UsageDelta) and not event.usage.is_zero()
                 after_own_fire = guard.self_fired
@@ -486,6 +493,22 @@ class Dispatcher:
             for i, c in enumerate(ordered)
         ]
         return Message(role="assistant", parts=tuple(parts))
+
+
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+def _refuse_negative(model: ResolvedModel, usage: Usage | None) -> StreamError | None:
+    """A negative count in reported usage ends the call as a `terminal` error (whatever the adapter)."""
+    if usage is None:
+        return None
+    bad = [f"{name}={n}" for name in _COUNTS if (n := getattr(usage, name)) < 0]
+    if not bad:
+        return None
+    return StreamError(kind="terminal", message=(
+        f"{model.ref} reported negative usage ({', '.join(bad)}); the reply is refused and nothing is "
+        f"credited. Fix the adapter, or the cassette or recorded body it replays."
+    ))
 
 
 def _declined(model: ResolvedModel, reason: FinishReason, text: str) -> str:

@@ -56,7 +56,9 @@ class AgentSpec:
     output: OutputSpec | None = None
     tools: Sequence[Tool] = ()
     max_turns: int = 32
-    max_output_tokens: int = 4_096
+    max_output_tokens: int | None = 4_096
+    """The output limit of each turn, never above the serving model's cap; None: that cap (the budget still
+    clamps it)."""
     effort: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     schema_retries: int = 2

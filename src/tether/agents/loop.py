@@ -209,7 +209,7 @@ class _AgentLoop:
                 kind="budget",
                 message=(
                     f"the reply was cut at {turn.output_limit} output tokens, the most the remaining "
-                    "budget allows; raise the budget or ask for a shorter answer"
+                    "budget allows (the paid partial output is on the error's data)"
                 ),
                 stage=stage,
             )

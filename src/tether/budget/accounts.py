@@ -1,6 +1,15 @@
-"""USD accounts: a run account with an optional ceiling, child sub-accounts, and held reserves."""
+"""USD accounts: a run account with an optional ceiling, child sub-accounts, and held reserves.
+
+Two kinds of hold sit on an account chain: an invocation's admission reserve, and (under the hard
+ceiling, `overshoot="hard"`) the priced worst case of its dispatches in flight, the *exposure*. The
+exposure is the part of `held` that is released when a dispatch settles; a dispatch that cannot fit
+beside its siblings' exposure waits for one of those releases (`Account.released`).
+"""
 
 from __future__ import annotations
+
+import asyncio
+from typing import Any
 
 from tether.contracts.signal import Signal
 
@@ -9,23 +18,44 @@ EPSILON = 1e-12
 
 
 class Hold:
-    """A reserve held on an account chain until the invocation settles; spend consumes it first."""
+    """USD held on an account chain until released; spend consumes it first.
 
-    def __init__(self, account: Account, amount: float) -> None:
+    `exposure=True` marks a dispatch's worst case in flight (counted in `Account.exposed` as well).
+    """
+
+    def __init__(self, account: Account, amount: float, *, exposure: bool = False) -> None:
         self.account = account
-        self.amount = amount
-        self.left = amount
-        for acct in account.chain():
-            acct.held += amount
+        self.exposure = exposure
+        self.amount = 0.0
+        self.left = 0.0
+        self.grow(amount)
 
-    def consume(self, usd: float) -> None:
+    def grow(self, amount: float) -> None:
+        """Hold `amount` more."""
+        if amount <= 0:
+            return
+        self.amount += amount
+        self.left += amount
+        for acct in self.account.chain():
+            acct.held += amount
+            if self.exposure:
+                acct.exposed += amount
+
+    def consume(self, usd: float) -> float:
+        """Take up to `usd` of spend out of the hold; returns what it took."""
         take = min(self.left, max(0.0, usd))
         self.left -= take
         for acct in self.account.chain():
             acct.held -= take
+            if self.exposure:
+                acct.exposed -= take
+        return take
 
     def release(self) -> None:
-        self.consume(self.left)
+        """Drop what is left; waiters for room are woken."""
+        if self.left > 0:
+            self.consume(self.left)
+            self.account.root().notify_released()
 
 
 class Account:
@@ -36,10 +66,17 @@ class Account:
         self.parent = parent
         self.name = name
         self.spent = 0.0
+        self.orphaned = 0.0
+        """The part of `spent` that is calls a crash cut off, charged at their worst case (restored at start)."""
         self.held = 0.0
+        self.exposed = 0.0
+        """The part of `held` that is dispatches' worst cases in flight (hard ceiling only)."""
         self.signal: Signal = Signal() if parent is None else Signal.any(parent.signal)
         self.stopped: str | None = None
         """Why this account's ceiling stopped work (a refusal, a cut, a halt); None while it has not."""
+        self.stop_data: dict[str, Any] = {}
+        """The figures of the first stop (the agent, the reserve that did not fit, what was left)."""
+        self._released: asyncio.Event | None = None
 
     def chain(self) -> list[Account]:
         """This account and its ancestors, innermost first."""
@@ -49,6 +86,12 @@ class Account:
             out.append(acct)
             acct = acct.parent
         return out
+
+    def root(self) -> Account:
+        acct = self
+        while acct.parent is not None:
+            acct = acct.parent
+        return acct
 
     def capped(self) -> list[Account]:
         return [a for a in self.chain() if a.ceiling is not None]
@@ -63,10 +106,11 @@ class Account:
     def at_ceiling(self) -> bool:
         return self.ceiling is not None and self.spent >= self.ceiling - EPSILON
 
-    def stop(self, reason: str) -> None:
-        """Record that this account's own ceiling stopped work (the first reason is kept)."""
+    def stop(self, why: str, **data: Any) -> None:
+        """Record that this account's own ceiling stopped work (the first reason and its figures are kept)."""
         if self.stopped is None:
-            self.stopped = reason
+            self.stopped = why
+            self.stop_data = {"account": self.name, **{k: v for k, v in data.items() if v is not None}}
 
     @property
     def exhausted(self) -> bool:
@@ -80,18 +124,30 @@ class Account:
             return None
         return min(capped, key=lambda a: (a.ceiling or 0.0) - a.spent - a.held)
 
-    def restore(self, usd: float) -> None:
-        """Spend folded from the journal at segment start (this account only)."""
+    def restore(self, usd: float, orphaned: float = 0.0) -> None:
+        """Spend folded from the journal at segment start (this account only); `orphaned` is part of `usd`."""
         self.spent += usd
+        self.orphaned += orphaned
+
+    def spent_phrase(self, run_id: str) -> str:
+        """`spent 0.1650 USD` with its settled and orphaned parts when a crash cut calls off."""
+        if self.orphaned <= EPSILON:
+            return f"spent {self.spent:.4f}"
+        return (f"spent {self.spent:.4f} ({self.spent - self.orphaned:.4f} settled + {self.orphaned:.4f} orphaned: "
+                f"calls a crash cut off, at their worst case; `tether settle-orphans {run_id} --usd X` replaces "
+                f"that with the provider's figure)")
 
     def hold(self, amount: float) -> Hold:
         return Hold(self, amount)
 
-    def room(self, own: Hold | None = None) -> float | None:
-        """Headroom of the tightest capped account, net of other invocations' held reserves."""
-        mine = own.left if own is not None else 0.0
-        rooms = [a.ceiling - a.spent - a.held + mine for a in self.capped() if a.ceiling is not None]
-        return max(0.0, min(rooms)) if rooms else None
+    def room(self, own: float = 0.0, *, in_flight: bool = True) -> float | None:
+        """Headroom of the tightest capped account, net of what others hold, plus `own` (the caller's share).
+
+        `in_flight=False` leaves out the exposure of dispatches in flight: the room once they settle.
+        """
+        rooms = [a.ceiling - a.spent - a.held + (0.0 if in_flight else a.exposed)
+                 for a in self.capped() if a.ceiling is not None]
+        return max(0.0, min(rooms) + own) if rooms else None
 
     def remaining(self) -> float | None:
         """Headroom of the tightest capped account on the chain, net of held reserves."""
@@ -104,3 +160,16 @@ class Account:
             if room is not None:
                 ceiling = room * (DEFAULT_CHILD_FRACTION if fraction is None else fraction)
         return Account(ceiling, self, name=name)
+
+    # -- waiting for room ------------------------------------------------------------------------
+    def notify_released(self) -> None:
+        """Wake every dispatch waiting for room (called on the root when exposure is released)."""
+        if self._released is not None:
+            self._released.set()
+            self._released = None
+
+    def released(self) -> asyncio.Event:
+        """An event set at the next release of held room anywhere under this (root) account."""
+        if self._released is None:
+            self._released = asyncio.Event()
+        return self._released

@@ -8,38 +8,55 @@ from tether.contracts.prices import Price
 from tether.contracts.usage import Usage
 from tether.pricing import cost_usd
 
-FLAT_RESERVE_USD = 0.50
 LIFETIME_SPAWNS = 500
 
 
 def reserve_usd(
     est_cost: float | None, profile_est: float | None, price: Price | None, est_input: int, max_output: int
 ) -> float:
-    """`est_cost` ?? profile estimate ?? one priced worst-case turn ?? the flat 0.50 USD."""
+    """`est_cost` ?? profile estimate ?? one priced turn of `max_output` tokens (0 for an unpriced model).
+
+    An unpriced model reaches admission only where its spend is not counted against a ceiling (no
+    ceiling, or `allow_unpriced=True`), so it holds nothing.
+    """
     if est_cost is not None:
         return est_cost
     if profile_est is not None:
         return profile_est
     if price is not None:
         return cost_usd(Usage(input_tokens=est_input, output_tokens=max_output), price)
-    return FLAT_RESERVE_USD
+    return 0.0
 
 
-def admit(account: Account, reserve: float, *, what: str, run_id: str) -> Hold:
-    """Hold `reserve` iff every capped account has `spent + held < ceiling` and room for it (exact fill ok)."""
+def admit(account: Account, reserve: float, *, what: str, run_id: str, hint: str = "") -> Hold:
+    """Hold `reserve` iff every capped account has `spent + held < ceiling` and room for it (exact fill ok).
+
+    What dispatches in flight hold beyond their reserves (the hard ceiling's exposure) is left out: it is
+    released when they settle, so it makes a dispatch wait, never an admission refuse for good.
+    """
     for acct in account.capped():
         assert acct.ceiling is not None
-        committed = acct.spent + acct.held
+        committed = acct.spent + acct.held - acct.exposed
         if committed >= acct.ceiling - EPSILON or committed + reserve > acct.ceiling + EPSILON:
-            acct.stop(f"admission refused {what}")
+            remaining = max(0.0, acct.ceiling - committed)
+            message = (
+                f"budget exhausted: run {run_id!r} account {acct.name!r} has {acct.spent_phrase(run_id)} and holds "
+                f"{acct.held - acct.exposed:.4f} of {acct.ceiling:.4f} USD; the reserve of {reserve:.4f} for {what} "
+                f"does not fit. {hint or raise_hint(run_id)}"
+            )
+            acct.stop(message, what=what, reserve_usd=reserve, remaining_usd=remaining)
             raise BudgetExhaustedError(
-                f"budget exhausted: run {run_id!r} account {acct.name!r} has spent {acct.spent:.4f} and holds "
-                f"{acct.held:.4f} of {acct.ceiling:.4f} USD; the reserve of {reserve:.4f} for {what} does not fit. "
-                f"Raise budget_usd for the next run, or pass est_cost= for cheaper calls.",
-                run_id=run_id, account=acct.name, spent=acct.spent, held=acct.held, ceiling=acct.ceiling,
-                reserve=reserve,
+                message,
+                run_id=run_id, account=acct.name, spent=acct.spent, orphaned=acct.orphaned,
+                held=acct.held - acct.exposed, ceiling=acct.ceiling, reserve=reserve, remaining=remaining, what=what,
             )
     return account.hold(reserve)
+
+
+def raise_hint(run_id: str) -> str:
+    """What to do about a ceiling that stopped a run: raise it for this run, or make calls cheaper."""
+    return (f"Raise the ceiling with `tether resume {run_id} --raise-budget USD` (engine.resume(..., "
+            f"raise_budget_usd=...)), or lower max_output_tokens= (or pass est_cost=) for cheaper calls.")
 
 
 def check_spawn_cap(agents_so_far: int, cap: int, run_id: str) -> None:

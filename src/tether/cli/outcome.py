@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from tether.cli.app import Resolved, configured_store, no_model_hint
+from tether.cli.cost_view import orphan_line, total_phrase
 from tether.cli.shell import STATUS_EXIT, console, emit_json, esc, one_line
 from tether.contracts.errors import ConfigError, TetherError
 from tether.engine.outcome import RunOutcome
@@ -81,7 +82,7 @@ def outcome_doc(outcome: RunOutcome, ceiling: float | None, resolved: Resolved, 
         "value": jsonable(outcome.value),
         "error": error.model_dump() if error else None,
         "hint": hint,
-        "budget_usd": ceiling,
+        "budget_usd": outcome.cost.ceiling_usd if outcome.cost.ceiling_usd is not None else ceiling,
         "cost": outcome.cost.model_dump(mode="json"),
         "usage": outcome.usage.model_dump(mode="json"),
         "replay": outcome.replay.model_dump(mode="json"),
@@ -109,10 +110,12 @@ def print_outcome(outcome: RunOutcome, ceiling: float | None, resolved: Resolved
     con.print(f"run {esc(outcome.run_id)}: [{color}]{esc(outcome.status)}[/{color}]")
     if outcome.status in ("ok", "exhausted") or outcome.value is not None:
         con.print(f"  value    {esc(one_line(_dumps(doc['value'])))}")
-    against = f" of {ceiling:.2f} USD ceiling" if ceiling is not None else " (no ceiling)"
     cost = outcome.cost
-    con.print(f"  cost     {cost.total_usd:.6f} USD{against}, {cost.provider_calls} provider calls"
+    con.print(f"  cost     {total_phrase(cost, ceiling)}, {cost.provider_calls} provider calls"
               + (" (approximate)" if cost.approximate else ""))
+    orphaned = orphan_line(cost, outcome.run_id)
+    if orphaned:
+        con.print(f"  orphaned {esc(orphaned)}")
     r = outcome.replay
     con.print(f"  replay   {r.hits} hits, {r.misses} misses, {r.reruns} reruns, {r.skipped} skipped")
     error = doc["error"]

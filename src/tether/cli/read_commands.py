@@ -10,12 +10,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from tether.cli.cost_view import orphan_line, total_phrase
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
+from tether.contracts.entries import JournalEntry
+from tether.journal.cost import agent_spend, dispatch_value
 
 
 def register(app: typer.Typer) -> None:
     for command in (runs, inspect, cost, ledger, resolve, abandon):
         app.command()(command)
+    app.command("settle-orphans")(settle_orphans)
 
 
 def runs(
@@ -39,37 +43,52 @@ def runs(
 
 
 def inspect(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """RUN_ID's journal, one row per entry."""
+    """RUN_ID's journal, one row per entry (a dispatch a crash cut off is marked `cut`)."""
     entries = read_store(store, lambda e: e.inspect(run_id))
     if json_out:
         emit_json([e.to_json_dict() for e in entries])
         return
+    cut = {seq for spend in agent_spend(entries) for seq in spend.cut_seqs}
     table = Table("seq", "ref", "kind", "status", "scope", "label", "key", "cost", title=f"journal of {esc(run_id)}")
     for e in entries:
+        label = esc(e.label or "")
+        if e.seq in cut:
+            label += " [yellow](cut: charged at its worst case)[/yellow]"
         table.add_row(
             str(e.seq),
             "" if e.ref is None else str(e.ref),
             e.kind,
             esc(e.status or ""),
             esc(e.scope),
-            esc(e.label or ""),
+            label,
             e.key[:10],
-            "" if e.cost_usd is None else f"{e.cost_usd:.6f}",
+            _entry_cost(e),
         )
     console().print(table)
 
 
+def _entry_cost(e: JournalEntry) -> str:
+    """An entry's USD: a terminal's cost, a dispatch record's worst case (`<= x`)."""
+    if e.cost_usd is not None:
+        return f"{e.cost_usd:.6f}"
+    worst = (dispatch_value(e) or {}).get("worst_usd")
+    return f"<= {float(worst):.6f}" if isinstance(worst, int | float) else ""
+
+
 def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """RUN_ID's cost report (a pure fold over its journal)."""
+    """RUN_ID's cost report (a pure fold over its journal): spent and orphaned apart, against the ceiling."""
     report = read_store(store, lambda e: e.cost(run_id))
     if json_out:
         emit_json(report.model_dump(mode="json"))
         return
     con = console()
     con.print(
-        f"total {report.total_usd:.6f} USD over {report.provider_calls} provider calls"
+        f"total {total_phrase(report)} over {report.provider_calls} provider calls"
         + (" (approximate)" if report.approximate else "")
     )
+    con.print(f"  spent    {report.spent_usd:.6f} USD (what settled calls cost)")
+    orphaned = orphan_line(report, run_id)
+    con.print(f"  orphaned {esc(orphaned) if orphaned else '0.000000 USD (no call was cut off)'}")
     for title, rows in (
         ("model", report.by_model),
         ("phase", report.by_phase),
@@ -135,3 +154,24 @@ def abandon(
         emit_json({"run_id": run_id, "target": target, "abandoned": ok})
         return
     console().print("abandoned" if ok else "nothing to abandon")
+
+
+def settle_orphans(
+    run_id: str,
+    usd: Annotated[float, typer.Option("--usd", min=0, help="What the provider billed for the cut calls (USD).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why; kept in the decision (e.g. the invoice line).")] = "",
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replace the worst-case charge of RUN_ID's calls a crash cut off with what the provider billed for them."""
+    report = read_store(store, lambda e: e.settle_orphans(run_id, usd, reason))
+    if json_out:
+        emit_json(report.model_dump(mode="json"))
+        return
+    settled = report.settlement
+    assert settled is not None
+    console().print(
+        f"settled {settled.calls} cut call{'s' if settled.calls != 1 else ''} of {esc(run_id)} at {settled.usd:.6f} "
+        f"USD (was {settled.old_usd:.6f}); total now {total_phrase(report)}. `tether resume {esc(run_id)}` goes on "
+        f"under the new figure."
+    )

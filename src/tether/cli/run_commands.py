@@ -30,6 +30,7 @@ from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
 from tether.engine.outcome import RunOutcome
+from tether.engine.runner import OVERSHOOT_MODES, Overshoot
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key
 
@@ -43,6 +44,10 @@ ForceOpt = Annotated[
 EventsOpt = Annotated[str | None, typer.Option("--events", help="Append the run's events to FILE (JSONL).")]
 ProgressOpt = Annotated[
     bool | None, typer.Option("--progress/--no-progress", help="The live view (default: on a terminal).")
+]
+UnpricedOpt = Annotated[
+    bool, typer.Option("--allow-unpriced", help="Let models without a price row run under the USD ceiling "
+                       "(their usage is itemized, not counted against it).")
 ]
 
 
@@ -88,6 +93,12 @@ def run(
         typer.Option("--queue", help="Queue it for workers instead: --queue [NAME] (NAME defaults to default)."),
     ] = None,
     priority: Annotated[int, typer.Option("--priority", help="With --queue: higher runs first.")] = 0,
+    allow_unpriced: UnpricedOpt = False,
+    overshoot: Annotated[
+        str | None,
+        typer.Option("--overshoot", metavar="hard|bounded", help="hard (default): spend plus every in-flight call's "
+                     "worst case stays under the ceiling; bounded: up to one clamped turn per running agent past it."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run MODULE:WORKFLOW with --args under an optional --budget; an existing --run-id continues that run.
@@ -95,11 +106,15 @@ def run(
     With --queue the run is written `queued` for `tether worker` processes instead (PostgreSQL store).
     """
     parsed = parse_args(args) or {}
+    if overshoot is not None and overshoot not in OVERSHOOT_MODES:
+        usage(f"--overshoot must be one of {', '.join(OVERSHOOT_MODES)}, got {overshoot!r}")
+    mode: Overshoot | None = overshoot
     resolved = resolve(app=app_target, workflow=target, store=store)
     wf = resolved.workflow
     assert wf is not None
     if queue is not None:
-        queued = run_async(lambda: _enqueue(resolved.engine, wf, parsed, run_id, budget, queue, priority))
+        queued = run_async(lambda: _enqueue(resolved.engine, wf, parsed, run_id, budget, queue, priority,
+                                            allow_unpriced, mode))
         if json_out:
             emit_json({"run_id": queued, "queue": queue, "status": "queued"})
         else:
@@ -113,7 +128,8 @@ def run(
                 meta = await _existing(engine, run_id)
                 if meta is not None and not force:
                     _same_run(meta, wf, parsed, "run")
-            handle = engine.start(wf, parsed, run_id=run_id, budget_usd=budget, event_log=events)
+            handle = engine.start(wf, parsed, run_id=run_id, budget_usd=budget, event_log=events,
+                                  allow_unpriced=allow_unpriced or None, overshoot=mode)
             outcome = await watch(handle, progress, json_out)
             return outcome, await _ceiling(engine, outcome.run_id, budget)
         finally:
@@ -124,9 +140,10 @@ def run(
 
 
 async def _enqueue(engine: Engine, wf: Workflow, args: dict[str, Any], run_id: str | None, budget: float | None,
-                   queue: str, priority: int) -> str:
+                   queue: str, priority: int, allow_unpriced: bool, overshoot: Overshoot | None) -> str:
     try:
-        return await engine.enqueue(wf, args, run_id=run_id, budget_usd=budget, queue=queue, priority=priority)
+        return await engine.enqueue(wf, args, run_id=run_id, budget_usd=budget, queue=queue, priority=priority,
+                                    allow_unpriced=allow_unpriced or None, overshoot=overshoot)
     finally:
         await engine.close()
 
@@ -143,6 +160,12 @@ def resume(
     store: StoreOpt = None,
     events: EventsOpt = None,
     progress: ProgressOpt = None,
+    allow_unpriced: UnpricedOpt = False,
+    raise_budget: Annotated[
+        float | None, typer.Option("--raise-budget", metavar="USD", help="Raise the run's USD ceiling to USD "
+                                   "(journaled as an operator's decision; never lowered).")
+    ] = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why --raise-budget / --allow-unpriced (journaled).")] = "",
     json_out: JsonOpt = False,
 ) -> None:
     """Resume RUN_ID from its journal: completed calls replay for free."""
@@ -161,9 +184,11 @@ def resume(
             wf = _workflow_of(resolved, meta)
             if not force:
                 _same_run(meta, wf, parsed, "resume")
-            handle = await engine.start_resume(run_id, wf, parsed, dry_run=dry_run, event_log=events)
+            handle = await engine.start_resume(run_id, wf, parsed, dry_run=dry_run, event_log=events,
+                                               allow_unpriced=allow_unpriced or None, raise_budget_usd=raise_budget,
+                                               raise_reason=reason)
             outcome = await watch(handle, progress, json_out)
-            return outcome, meta.budget_usd
+            return outcome, raise_budget if raise_budget is not None else meta.budget_usd
         finally:
             await engine.close()
 

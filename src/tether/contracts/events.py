@@ -199,6 +199,8 @@ class RunEnd(BudgetFigures):
     """The run's total cost, folded from the journal (`outcome.cost.total_usd`)."""
     orphaned_usd: float = 0.0
     """Estimated spend of calls a crash cut off, included in `cost_usd`."""
+    orphaned_calls: int = 0
+    """How many calls a crash cut off (charged in `orphaned_usd`)."""
     usage: Usage = Usage()
     """The run's total usage."""
     hits: int = 0
@@ -514,6 +516,12 @@ class ApprovalPending(AgentScoped):
     """The key to resolve."""
     tool: str | None = None
     """The tool asking."""
+    usage: Usage = Usage()
+    """What the parked agent's calls used so far (it has no `agent:end` until it is resolved)."""
+    cost_usd: float = 0.0
+    """What they cost so far."""
+    provider_calls: int = 0
+    """The provider calls it made so far."""
 
 
 class Spawn(TreeRow):

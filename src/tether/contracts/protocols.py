@@ -169,7 +169,9 @@ class PreparingExecutor(Executor, Protocol):
     def prepare(self, request: ExecRequest) -> ExecRequest: ...
 
 
-ExposureWait = Literal["released", "drained", "aborted"]
+ExposureWait = Literal["released", "drained", "aborted", "timeout"]
+"""How a wait for in-flight room ended: a hold `released`; `drained`, nothing in flight to wait for;
+`aborted` by the signal; `timeout`, the hard ceiling's wait ran out (see `BudgetHooks.admit_turn_exposure`)."""
 
 
 @runtime_checkable
@@ -185,7 +187,14 @@ class BudgetHooks(Protocol):
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None: ...
     def admit_turn_exposure(
         self, served_by: str, est_input: int, planned_output: int
-    ) -> Callable[[], None] | None: ...
+    ) -> Callable[[], None] | None:
+        """Hold the attempt's estimate before it leaves; the returned release runs when the attempt settles.
+
+        Raises `BudgetExhaustedError` with `data["reason"]` `exposure` (the in-flight exposure cap) or
+        `in-flight` (the hard ceiling: the attempt's worst case does not fit beside the worst cases in
+        flight). The loop always waits (`await_exposure_release`) on `in-flight`, and on `exposure` only
+        when the invocation opted into the wait."""
+
     async def await_exposure_release(self, signal: Signal | None = None) -> ExposureWait: ...
     def live_exposure_usd(self) -> float: ...
     def open_call_meter(self, served_by: str) -> Callable[[Usage], None] | None: ...

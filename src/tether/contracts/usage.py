@@ -9,15 +9,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Usage(BaseModel):
-    """Tokens a call consumed. `approximate` marks partial usage of a cut or crashed stream."""
+    """Tokens a call consumed. `approximate` marks partial usage of a cut or crashed stream.
+
+    Counts are never negative (a negative count is refused where usage is built, and the agent loop
+    refuses a reply whose usage was built around validation): usage is never a credit."""
 
     model_config = ConfigDict(frozen=True)
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = Field(0, exclude_if=lambda n: n == 0)
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+    cache_read_tokens: int = Field(0, ge=0)
+    cache_write_tokens: int = Field(0, ge=0)
+    reasoning_tokens: int = Field(0, ge=0, exclude_if=lambda n: n == 0)
     """The part of `output_tokens` spent on reasoning (thinking); already in `output_tokens`, never billed twice.
     Left out when zero, so usage without reasoning serializes as it did before the field."""
     approximate: bool = False

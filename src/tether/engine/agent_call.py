@@ -15,8 +15,8 @@ from tether.agents.dispatch import estimate_prompt_tokens
 from tether.agents.host import AgentSpec, OutputSpec
 from tether.agents.loop import end_event, run_agent
 from tether.budget.accounts import Hold
-from tether.budget.admission import admit, check_spawn_cap, reserve_usd
-from tether.budget.hooks import AccountHooks
+from tether.budget.admission import admit, check_spawn_cap, raise_hint, reserve_usd
+from tether.budget.hooks import AccountHooks, unpriced_refusal
 from tether.contracts.entries import JournalEntry, extra
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 # Engine-decided stops are memoized: replaying them is cheaper and deterministic.
 MEMOIZED_ERROR_KINDS = frozenset({"schema-mismatch"})
+DEFAULT_MAX_OUTPUT = 4_096
+"""A call's output limit when it sets none (bounded mode, or no USD ceiling)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ class AgentCall:
             output=out,
             tools=all_tools,
             max_turns=max_turns or profile.max_turns or 32,
-            max_output_tokens=max_output_tokens or profile.max_output_tokens or 4_096,
+            max_output_tokens=max_output_tokens or profile.max_output_tokens or self._default_output(frame),
             effort=spec_model.effort,
             tool_budget=tool_budget,
             label=label,
@@ -154,26 +156,45 @@ class AgentCall:
         if slots.locked():
             seg.events.emit(AgentQueued(label=label, depth=depth, parent_span_id=frame.span_id))
         async with slots:
-            est_input, max_output = self._estimate(spec)
+            est_input, max_output, turn_output = self._estimate(spec)
             price = engine.price_of(spec.models[0].ref)
+            refusal = None if price is not None else unpriced_refusal(
+                spec.models[0].ref, frame.account, strict=seg.strict_pricing, allowed=seg.allow_unpriced)
+            if refusal is not None:
+                raise refusal  # before any reserve: a model that cannot be priced is a set-up problem, not money
             reserve = reserve_usd(est_cost if est_cost is not None else profile.est_cost, None, price, est_input,
                                   max_output)
             hold = await self._admit(frame, k, reserve, f"agent {label or prompt[:40]!r}")
-            token_hold = seg.tree.hold(est_input + max_output)
+            token_hold = seg.tree.hold(est_input + turn_output)
+            hooks = self._hooks(frame, hold, token_hold)
             try:
                 worktree = (repo or os.getcwd()) if isolation == "worktree" else None
-                started = await self._start(frame, found.running, spec, (hold, token_hold), k, role,
-                                            spec_model.identity, worktree)
-                result, hooks, running = started
+                result, running = await self._start(frame, found.running, spec, hooks, k, role, spec_model.identity,
+                                                    worktree)
+                terminal = await seg.append(self._terminal(frame, running, result, hooks))
             finally:
-                hold.release()
+                hooks.release_all()  # after the terminal: the room its dispatches held is reused only after it
                 if token_hold is not None:
                     token_hold.release()
-        terminal = await seg.append(self._terminal(frame, running, result, hooks))
         result = restore_result(running, terminal, out, live=result)
         if result.error is not None and result.error.kind == "budget":
-            self._ceiling_stopped(frame, hooks, result.error)
+            self._ceiling_stopped(frame, hooks, result.error, running)
         return self._shape(frame, running, result, on_error, full)
+
+    def _default_output(self, frame: Frame) -> int | None:
+        """The output limit of a call that set none: the serving model's own cap (None) under the hard USD
+        ceiling, where the budget clamps it to what the unreserved remainder buys; else 4,096 tokens."""
+        return None if self.seg.hard_ceiling and frame.account.capped() else DEFAULT_MAX_OUTPUT
+
+    def _hooks(self, frame: Frame, hold: Hold, token_hold: Hold | None) -> AccountHooks:
+        seg = self.seg
+        return AccountHooks(
+            frame.account, seg.engine.price_of, hold=hold, exposure=seg.exposure,
+            strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
+            tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=token_hold,
+            allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
+            hard=seg.hard_ceiling, wait_s=seg.engine.dispatch_wait_s, run_id=seg.run_id,
+        )
 
     async def _admit(self, frame: Frame, k: str, reserve: float, what: str) -> Hold:
         """Layer 1 as a journaled decision: a refusal is written once and read back on every resume.
@@ -183,10 +204,14 @@ class AgentCall:
         """
         seg = self.seg
         prior = seg.index.match(frame.scope, _budget_refusal_key(k)) if seg.index.replaying() else None
+        if prior is not None and (prior.entry.seq or 0) < seg.money_reset_seq:
+            prior = None  # refused before the ceiling was raised or the orphans settled: decide it again
         if prior is not None and isinstance(prior.entry.value, dict):
             value = prior.entry.value
             account = next((a for a in frame.account.chain() if a.name == value.get("account")), seg.root)
-            account.stop("admission refused (read back from the journal)")
+            data = dict(value.get("data") or {})
+            account.stop(str(value.get("message") or "admission refused (read back from the journal)"),
+                         what=what, reserve_usd=data.get("reserve"), remaining_usd=data.get("remaining"))
             self._refusal_event(frame, what, str(value.get("message")), value.get("account"), reserve,
                                 replayed=True)
             raise BudgetExhaustedError(str(value.get("message")), **dict(value.get("data") or {}))
@@ -212,27 +237,35 @@ class AgentCall:
             reserve_usd=reserve, message=message, replayed=replayed, **self.seg.figures(),
         ))
 
-    def _ceiling_stopped(self, frame: Frame, hooks: AccountHooks, error: AgentError) -> None:
-        """Record which ceiling stopped this agent, so its scope settles `exhausted`.
+    def _ceiling_stopped(self, frame: Frame, hooks: AccountHooks, error: AgentError, running: JournalEntry) -> None:
+        """Record which ceiling stopped this agent (and the agent), so its scope settles `exhausted`.
 
         The in-flight exposure cap is not a ceiling: its refusals stop nothing for good.
         """
         if error.reason == "exposure-drained" or error.message.startswith("in-flight exposure cap"):
             return
+        who = {"agent_id": running.agent_id, "label": running.label, "stage": error.stage, "reason": error.reason}
         tokens = self.seg.tree.tokens
         if hooks.binding is tokens or (hooks.binding is None and tokens.at_ceiling()):
-            tokens.stop(error.message)
+            tokens.stop(error.message, **who, remaining_tokens=self.seg.tree.remaining_tokens())
             return
         account = hooks.binding or frame.account.binding()
         if account is not None:
-            account.stop(error.message)
+            account.stop(error.message, **who, remaining_usd=account.room())
 
-    def _estimate(self, spec: AgentSpec) -> tuple[int, int]:
-        """One worst-case turn: the first request's input estimate and the output it may ask for."""
+    def _estimate(self, spec: AgentSpec) -> tuple[int, int, int]:
+        """The first request's input estimate, the output tokens the admission reserve prices, and those the
+        tree's token reserve counts (one turn of `max_output_tokens`, never above the model's cap).
+
+        Bounded, the reserve prices that worst-case turn; hard, the least a turn can ask for (the model's
+        output floor), since every dispatch holds its own worst case on the ceiling as it leaves.
+        """
         model = spec.models[0]
         est = estimate_prompt_tokens(spec, model, [spec.opening or Message.text("user", spec.prompt)])
-        max_output = min(spec.max_output_tokens, model.adapter.caps(model.name).max_output_tokens)
-        return self.seg.calibration.scale(model.ref, est), max_output
+        caps = model.adapter.caps(model.name)
+        turn = min(spec.max_output_tokens or DEFAULT_MAX_OUTPUT, caps.max_output_tokens)
+        priced = caps.output_floor if self.seg.hard_ceiling else turn
+        return self.seg.calibration.scale(model.ref, est), priced, turn
 
     async def _contain(self, frame: Frame, depth: int, k: str, goal: str) -> None:
         """The tree's refusals: journaled with their cap label, and read back (never re-decided) on resume."""
@@ -261,16 +294,10 @@ class AgentCall:
                                      goal=goal[:200]))
 
     async def _start(
-        self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, holds: tuple[Hold, Hold | None], k: str,
+        self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hooks: AccountHooks, k: str,
         role: str, model: str, worktree: str | None = None,
-    ) -> tuple[AgentResult, AccountHooks, JournalEntry]:
+    ) -> tuple[AgentResult, JournalEntry]:
         seg = self.seg
-        hooks = AccountHooks(
-            frame.account, seg.engine.price_of, hold=holds[0], exposure=seg.exposure,
-            strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
-            tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=holds[1],
-            allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
-        )
         redispatched = running is not None
         if running is None:
             # Staged: durable with the first dispatch record (one commit), before anything it authorizes.
@@ -305,7 +332,7 @@ class AgentCall:
         finally:
             seg.tree.stopped(inner.depth)
             CURRENT_FRAME.reset(token)
-        return result, hooks, running
+        return result, running
 
     async def _run_isolated(
         self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str
@@ -386,6 +413,7 @@ class AgentCall:
             costs=hooks.costs or None,
             orphaned=hooks.orphaned or None,
             orphaned_usd=round(hooks.orphaned_usd, 10) or None,
+            cut=hooks.cut or None,
             unpriced={m: u.model_dump() for m, u in hooks.unpriced.items()} or None,
             tool_budget=_dump(result.tool_budget),
             memoized=memoized or None,
@@ -399,11 +427,16 @@ class AgentCall:
             return result if full else result.output
         err = result.error or AgentError(kind="terminal", message=f"agent ended {result.status}")
         if err.kind == "budget":
+            # What the agent paid for rides on the error: a reply the clamp cut is still the caller's.
             raise BudgetExhaustedError(
                 f"budget: agent {running.label or running.agent_id} stopped ({err.reason or result.status}, "
-                f"stage {err.stage or 'loop'}): {err.message}",
+                f"stage {err.stage or 'loop'}): {err.message}{self._what_to_do(frame, err)}",
                 error=err,
                 agent_id=running.agent_id,
+                output=result.output,
+                usage=result.usage,
+                finish_reason=result.finish_reason,
+                cost_usd=result.cost_usd,
             )
         if full:
             return result
@@ -418,6 +451,15 @@ class AgentCall:
             status=result.status,
             agent_id=running.agent_id,
         )
+
+    def _what_to_do(self, frame: Frame, err: AgentError) -> str:
+        """How to go on after a ceiling stopped an agent: what the run has spent (settled and orphaned), and
+        how to raise the ceiling. Nothing for the exposure cap (not a ceiling) or a message that says it."""
+        acct = frame.account.binding()
+        if acct is None or acct.ceiling is None or "--raise-budget" in err.message or err.reason == "exposure-drained":
+            return ""
+        run_id = self.seg.run_id
+        return f". The run has {acct.spent_phrase(run_id)} of its {acct.ceiling:.4f} USD ceiling. {raise_hint(run_id)}"
 
     async def orchestrate(
         self, goal: str, *, tools: Sequence[ToolLike] = (), output: Any = None, max_spawns: int | None = None,

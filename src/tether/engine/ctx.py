@@ -253,7 +253,7 @@ class Ctx(AgentSurface):
         if running is not None and isinstance(running.value, dict):
             ceiling = running.value.get("ceiling")
         account = frame.account.child(budget_fraction, name=inner, ceiling=ceiling)
-        account.restore(spent_under(self._seg.index.entries, inner))
+        account.restore(*spent_under(self._seg.index.entries, inner))
         if running is None:
             running = await self._seg.append(
                 self._entry(

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from ulid import ULID
 
 from tether.budget.admission import LIFETIME_SPAWNS
+from tether.budget.hooks import DISPATCH_WAIT_S
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import ConfigError, JournalSealedError, LeaseHeldError, RunNotFoundError
 from tether.contracts.events import AgentEvent, ToolEffectRecord
@@ -26,12 +27,12 @@ from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
 from tether.engine.lease import LeaseKeeper, request_cancel
 from tether.engine.outcome import RunOutcome
-from tether.engine.runner import SETTLE_KEY, RunOptions, drive
+from tether.engine.runner import OVERSHOOT_MODES, SETTLE_KEY, Overshoot, RunOptions, drive, operator_decision
 from tether.engine.segment import suspension_key
 from tether.engine.tool_runner import ToolRunner
 from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow, as_workflow
-from tether.journal.cost import CostReport, fold_cost
+from tether.journal.cost import ORPHANS_SETTLED, CostReport, fold_cost
 from tether.journal.matching import JournalIndex
 from tether.journal.tree import TreeReport
 from tether.pricing import PriceTable
@@ -73,17 +74,22 @@ class Engine:
         capture_content: bool = False,
         sinks: Sequence[EventSink] = (),
         queues: Mapping[str, int] | None = None,
+        dispatch_wait_s: float = DISPATCH_WAIT_S,
     ) -> None:
         """`event_log` writes every run's events as JSONL (`{run_id}` in the path: a file per run);
         `tracer_provider` / `meter_provider` (or `otel=True` for the global ones) export OpenTelemetry
         GenAI spans and metrics (extra `otel`; prompts and completions only with `capture_content=True`);
-        `sinks` receive every event of every run. See docs/observability.md."""
+        `sinks` receive every event of every run. See docs/observability.md. `dispatch_wait_s` bounds how long
+        a call waits under the hard ceiling for in-flight calls to settle (docs/budgets.md)."""
         if concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
         for name, cap in (queues or {}).items():
             if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
                 raise ConfigError(f"queues[{name!r}] must be a positive int (runs at once across all workers), "
                                   f"got {cap!r}")
+        if dispatch_wait_s <= 0:
+            raise ConfigError(f"dispatch_wait_s must be > 0, got {dispatch_wait_s}")
+        self.dispatch_wait_s = dispatch_wait_s
         self.queues: dict[str, int] = dict(queues or {})
         """Cluster-wide caps of runs held at once per queue, enforced when workers claim."""
         self.adapters: dict[str, ChatModel] = {}
@@ -195,12 +201,15 @@ class Engine:
         max_in_flight_exposure_usd: float | None = None,
         strict_pricing: bool | None = None,
         allow_unpriced: bool | None = None,
+        overshoot: Overshoot | None = None,
         event_log: str | os.PathLike[str] | None = None,
     ) -> RunHandle:
         """Start a run and return its handle at once (a known `run_id` resumes that run).
 
-        `budget_usd`, `containment`, `max_in_flight_exposure_usd`, `strict_pricing` and `allow_unpriced`
-        are fixed at the run's start; resuming an existing run keeps them (a different value is refused).
+        `budget_usd`, `containment`, `max_in_flight_exposure_usd`, `strict_pricing`, `allow_unpriced` and
+        `overshoot` (`"hard"`, the default: spend plus every in-flight call's worst case stays under the
+        ceiling; `"bounded"`: the looser bound of docs/budgets.md) are fixed at the run's start; resuming an
+        existing run keeps them (a different value is refused).
         `event_log` appends this run's events to a JSONL file (besides the engine's own sinks).
         """
         opts = RunOptions(
@@ -210,6 +219,7 @@ class Engine:
             max_in_flight_exposure_usd=max_in_flight_exposure_usd,
             strict_pricing=strict_pricing,
             allow_unpriced=allow_unpriced,
+            overshoot=_overshoot(overshoot),
         )
         args_ = dict(args) if args is not None else {}
         return self._launch(self._workflow(wf), args_, run_id or str(ULID()), opts, event_log)
@@ -237,13 +247,14 @@ class Engine:
         max_in_flight_exposure_usd: float | None = None,
         strict_pricing: bool | None = None,
         allow_unpriced: bool | None = None,
+        overshoot: Overshoot | None = None,
         event_log: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
         """Start a run and wait for its outcome (the options are `start`'s)."""
         return await self.start(
             wf, args, run_id=run_id, budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
             max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing,
-            allow_unpriced=allow_unpriced, event_log=event_log,
+            allow_unpriced=allow_unpriced, overshoot=overshoot, event_log=event_log,
         )
 
     def run_sync(
@@ -258,6 +269,7 @@ class Engine:
         max_in_flight_exposure_usd: float | None = None,
         strict_pricing: bool | None = None,
         allow_unpriced: bool | None = None,
+        overshoot: Overshoot | None = None,
         event_log: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
         """`run` for scripts without an event loop (the engine's store is closed afterwards)."""
@@ -267,7 +279,7 @@ class Engine:
                 return await self.run(
                     wf, args, run_id=run_id, budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
                     max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing,
-                    allow_unpriced=allow_unpriced, event_log=event_log,
+                    allow_unpriced=allow_unpriced, overshoot=overshoot, event_log=event_log,
                 )
             finally:
                 await self.close()
@@ -288,6 +300,7 @@ class Engine:
         max_in_flight_exposure_usd: float | None = None,
         strict_pricing: bool | None = None,
         allow_unpriced: bool | None = None,
+        overshoot: Overshoot | None = None,
     ) -> str:
         """Queue a run for `tether worker` processes (PostgreSQL stores) and return its id at once.
 
@@ -297,7 +310,7 @@ class Engine:
         """
         options = {"containment": containment, "deadline_s": deadline_s,
                    "max_in_flight_exposure_usd": max_in_flight_exposure_usd, "strict_pricing": strict_pricing,
-                   "allow_unpriced": allow_unpriced}
+                   "allow_unpriced": allow_unpriced, "overshoot": _overshoot(overshoot)}
         return await run_queue.enqueue(
             self, self._workflow(wf), args, run_id=run_id, budget_usd=budget_usd, queue=queue, priority=priority,
             run_options={k: v for k, v in options.items() if v is not None},
@@ -320,16 +333,23 @@ class Engine:
         invalidate: Sequence[int] = (),
         budget_usd: float | None = None,
         strict_pricing: bool | None = None,
+        allow_unpriced: bool | None = None,
+        raise_budget_usd: float | None = None,
+        raise_reason: str = "",
         event_log: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
         """Resume a run from its journal; completed calls replay with zero provider calls.
 
         The run keeps the options it started with; `budget_usd` / `strict_pricing` may only repeat them.
-        An unknown `run_id` raises `RunNotFoundError`.
+        Two relax them, journaled as an operator's decision before the body runs (with `raise_reason`):
+        `raise_budget_usd` raises the USD ceiling (`budget-raised`; lowering is refused) and
+        `allow_unpriced=True` accepts unpriced models (`unpriced-allowed`). An unknown `run_id` raises
+        `RunNotFoundError`.
         """
         return await (await self.start_resume(
             run_id, wf, args, dry_run=dry_run, invalidate=invalidate, budget_usd=budget_usd,
-            strict_pricing=strict_pricing, event_log=event_log,
+            strict_pricing=strict_pricing, allow_unpriced=allow_unpriced, raise_budget_usd=raise_budget_usd,
+            raise_reason=raise_reason, event_log=event_log,
         ))
 
     async def start_resume(
@@ -342,6 +362,9 @@ class Engine:
         invalidate: Sequence[int] = (),
         budget_usd: float | None = None,
         strict_pricing: bool | None = None,
+        allow_unpriced: bool | None = None,
+        raise_budget_usd: float | None = None,
+        raise_reason: str = "",
         event_log: str | os.PathLike[str] | None = None,
     ) -> RunHandle:
         """`resume`, returning the run's handle once the workflow is found (for `tether.progress`)."""
@@ -362,9 +385,11 @@ class Engine:
                     run_id=run_id,
                 )
             wf = self.workflows[name]
+        if raise_budget_usd is not None and not raise_budget_usd > 0:
+            raise ConfigError(f"raise_budget_usd must be a positive USD amount, got {raise_budget_usd}")
         opts = RunOptions(
-            budget_usd=budget_usd, strict_pricing=strict_pricing, dry_run=dry_run, invalidate=tuple(invalidate),
-            resume=True,
+            budget_usd=budget_usd, strict_pricing=strict_pricing, allow_unpriced=allow_unpriced, dry_run=dry_run,
+            invalidate=tuple(invalidate), resume=True, raise_budget_usd=raise_budget_usd, raise_reason=raise_reason,
         )
         return self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts, event_log)
 
@@ -468,6 +493,35 @@ class Engine:
             await store.append(run_id, closer, keeper.lease if keeper is not None else None)
         return True
 
+    async def settle_orphans(self, run_id: str, usd: float, reason: str = "", *, by: str | None = None) -> CostReport:
+        """Replace the worst-case charge of the calls a crash cut off with what the provider billed for them.
+
+        Journals an `orphans-settled` decision (who, when, why, the old and the new figure); the cost report
+        and every later segment's ceiling checks use `usd` for those calls from then on (calls cut off by a
+        later crash are charged at their worst case again). Returns the cost report as it now stands.
+        """
+        if isinstance(usd, bool) or not isinstance(usd, int | float) or usd < 0:
+            raise ConfigError(f"usd must be the USD the provider billed for the cut calls (>= 0), got {usd!r}")
+        store = await self.store()
+        keeper = (LeaseKeeper(store, run_id, self.lease_ttl_s, patience_s=CLOSE_PATIENCE_S)
+                  if isinstance(store, LeasableStore) else None)
+        async with keeper if keeper is not None else contextlib.nullcontext():
+            entries = await self._journal(run_id)
+            before = fold_cost(entries)
+            if before.orphaned_calls == 0:
+                raise ConfigError(
+                    f"run {run_id!r} has no calls a crash cut off (orphaned_usd is {before.orphaned_usd:.6f}); "
+                    f"there is nothing to settle. `tether cost {run_id}` shows its figures.",
+                    run_id=run_id,
+                )
+            decision = operator_decision(self.clock(), ORPHANS_SETTLED, usd=float(usd), old_usd=before.orphaned_usd,
+                                         calls=before.orphaned_calls, reason=reason)
+            if by is not None:
+                decision.value["by"] = by
+            decision.seq = max((e.seq or 0 for e in entries), default=0) + 1
+            await store.append(run_id, decision, keeper.lease if keeper is not None else None)
+        return fold_cost([*entries, decision])
+
     async def _journal(self, run_id: str) -> list[JournalEntry]:
         """A run's journal for the read side; an unknown run is `RunNotFoundError`, never an empty answer."""
         store = await self.store()
@@ -529,6 +583,12 @@ class Engine:
 
         await self._journal(run_id)
         return await records(await self.store(), run_id)
+
+
+def _overshoot(mode: Overshoot | None) -> Overshoot | None:
+    if mode is not None and mode not in OVERSHOOT_MODES:
+        raise ConfigError(f"overshoot must be one of {', '.join(map(repr, OVERSHOOT_MODES))}, got {mode!r}")
+    return mode
 
 
 def _find_target(index: JournalIndex, ref: str | int) -> JournalEntry | None:

@@ -55,7 +55,7 @@ class EngineLoopHost:
         self.parent_span = parent_span  # where ctx.agent was called: the run, a phase, a child, a tool call
         self._call_base: dict[int, float] = {}  # cost before each provider call, for its own cost
         spend = _open_spend(seg, running) if redispatched else None
-        self.dispatched = max((n for n, _, _ in spend.dispatches), default=0) if spend else 0
+        self.dispatched = max((d.call for d in spend.dispatches), default=0) if spend else 0
         """The last dispatch number of this invocation; numbers continue across segments."""
         self.undrawn_from = self.dispatched + 1
         """The first dispatch the next turn draw settles: never one an earlier segment's crash cut off."""
@@ -76,10 +76,14 @@ class EngineLoopHost:
         spend = _open_spend(self.seg, self.running)
         if spend is not None:
             through = tally.through if tally is not None else 0
-            lost = lost_since(self.seg.index.entries, spend, through)
+            drawn, lost, cut = lost_since(self.seg.index.entries, spend, through)
+            for model, usd in drawn.items():  # turns drawn after the checkpoint: paid, and journaled as such
+                self.hooks.costs[model] = self.hooks.costs.get(model, 0.0) + usd
             for model, usd in (tally.orphaned if tally is not None else {}).items():  # cut off by earlier crashes
                 lost[model] = lost.get(model, 0.0) + usd
             self.hooks.orphaned = lost
+            self.hooks.cut = [*(tally.cut if tally is not None else []), *cut]
+            self.hooks.provider_calls += sum(1 for d in spend.dispatches if d.call > through)  # made, not checkpointed
         return state
 
     async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
@@ -105,11 +109,12 @@ class EngineLoopHost:
         """One `budget_draw` fact per model turn, journaled at the turn boundary."""
         if self.running.agent_id is not None:
             self.seg.tree.turn_of[self.running.agent_id] = step
-        tokens, costs = self.hooks.take_draw()
+        tokens, costs, usage = self.hooks.take_draw()
         drawn = self.seg.tree.draw(self.running.agent_id, step, tokens, costs, (self.undrawn_from, self.dispatched),
-                                   dict(self.hooks.calibration.overheads))
+                                   dict(self.hooks.calibration.overheads), usage)
         if drawn:
             self.undrawn_from = self.dispatched + 1
+            self.hooks.settle_dispatches()  # the draw is staged: what its dispatches held may be reused
 
     async def save_checkpoint(self, state: LoopState) -> None:
         """Checkpoint the turn: the messages it added (one chunk), then the small head that names them."""
@@ -168,8 +173,10 @@ class EngineLoopHost:
                 )
             )
         human_key = str((entry.value or {}).get("key"))
-        value = await self.seg.suspend(self.frame.scope, entry, human_key, self._stamped(
-            ApprovalPending(key=human_key, tool=tool)))
+        hooks = self.hooks  # a parked agent has no `agent:end` yet: its figures so far ride on this event
+        value = await self.seg.suspend(self.frame.scope, entry, human_key, self._stamped(ApprovalPending(
+            key=human_key, tool=tool, usage=hooks.usage, cost_usd=hooks.cost_usd + hooks.orphaned_usd,
+            provider_calls=hooks.provider_calls)))
         return is_allow(value)
 
     async def execute_tool(self, tool: Tool, args: dict[str, Any], *, call_id: str, ordinal: int) -> Any:
@@ -249,19 +256,25 @@ def _open_spend(seg: Segment, running: JournalEntry) -> AgentSpend | None:
     return None
 
 
-def lost_since(entries: list[JournalEntry], spend: AgentSpend, through: int) -> dict[str, float]:
-    """What a crash cut off after the checkpoint (`through`): turns drawn but not checkpointed, at their
-    journaled cost, and dispatches no draw settled, at their worst case; per model. (What earlier crashes
-    cut off before the checkpoint rides in the checkpoint's tally.)"""
+def lost_since(
+    entries: list[JournalEntry], spend: AgentSpend, through: int
+) -> tuple[dict[str, float], dict[str, float], list[int]]:
+    """What a crash cut off after the checkpoint (`through`), per model: the turns drawn but not checkpointed,
+    at their journaled cost (paid: they count as spend), and the dispatches no draw settled, at their worst
+    case (orphans), with those dispatches' numbers. (What earlier crashes cut off before the checkpoint
+    rides in the checkpoint's tally.)"""
+    drawn: dict[str, float] = {}
     lost: dict[str, float] = {}
+    cut: list[int] = []
     for e in entries:
         if e.agent_id == spend.running.agent_id and is_draw(e) and draw_range(e)[0] > through:
             for model, usd in (extra(e, "costs") or {}).items():
-                lost[model] = lost.get(model, 0.0) + float(usd)
-    for _, model, worst in spend.unsettled(after=through):
+                drawn[model] = drawn.get(model, 0.0) + float(usd)
+    for call, model, worst in spend.unsettled(after=through):
         if worst:
             lost[model] = lost.get(model, 0.0) + worst
-    return lost
+            cut.append(call)
+    return drawn, lost, cut
 
 
 def is_allow(value: Any) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.budget.accounts import Account
 from tether.budget.exposure import ExposureGate
@@ -30,7 +31,15 @@ from tether.engine.segment import Segment, suspension_key
 from tether.engine.tree import Containment, Tree
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key, to_jsonable
-from tether.journal.cost import fold_cost, spent_under
+from tether.journal.cost import (
+    BUDGET_RAISED,
+    ORPHANS_SETTLED,
+    UNPRICED_ALLOWED,
+    decision_name,
+    fold_cost,
+    money_entries,
+    spent_under,
+)
 from tether.journal.matching import JournalIndex
 from tether.tools.ledger import orphans
 
@@ -42,8 +51,12 @@ GENESIS_KEY = content_key({"kind": "decision", "decision": "genesis"})
 SETTLE_KEY = content_key({"kind": "decision", "decision": "settle"})
 
 
-DURABLE_OPTIONS = ("budget_usd", "containment", "max_in_flight_exposure_usd", "strict_pricing", "allow_unpriced")
+DURABLE_OPTIONS = (
+    "budget_usd", "containment", "max_in_flight_exposure_usd", "strict_pricing", "allow_unpriced", "overshoot",
+)
 """Run options fixed at the run's start: journaled in its genesis entry, read back by every resume."""
+Overshoot = Literal["hard", "bounded"]
+OVERSHOOT_MODES: tuple[Overshoot, ...] = ("hard", "bounded")
 
 
 @dataclass(frozen=True)
@@ -56,10 +69,18 @@ class RunOptions:
     max_in_flight_exposure_usd: float | None = None
     strict_pricing: bool | None = None
     allow_unpriced: bool | None = None
+    overshoot: Overshoot | None = None
+    """`hard` (the default): spend plus every in-flight call's worst case never passes the ceiling;
+    `bounded`: at most one clamped turn per concurrently running agent past it (docs/budgets.md)."""
     dry_run: bool = False
     invalidate: tuple[int, ...] = ()
     resume: bool = False
     """A resume of a run that must already exist (`engine.resume`), not a start."""
+    raise_budget_usd: float | None = None
+    """A resume that raises the run's USD ceiling to this (journaled `budget-raised`; never lowered)."""
+    raise_reason: str = ""
+    raised_usd: float | None = None
+    """The ceiling as the journal's last `budget-raised` left it (set from the journal, never by a caller)."""
 
 
 def _deadline(opts: RunOptions) -> float | None:
@@ -92,28 +113,49 @@ def _stored(name: str, value: Any) -> Any:
     return value
 
 
-def durable_options(run_id: str, opts: RunOptions, genesis: JournalEntry | None) -> RunOptions:
-    """The segment's options: what the genesis fixed wins; a conflicting explicit value is refused."""
+def durable_options(run_id: str, opts: RunOptions, genesis: JournalEntry | None,
+                    decisions: Iterable[JournalEntry] = ()) -> RunOptions:
+    """The segment's options: what the genesis fixed, as later operator decisions relaxed it (a raised
+    ceiling, unpriced models allowed), wins; a conflicting explicit value is refused."""
     started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else None
     if started is None:
         return opts
+    stored_options = dict(started)
+    if "overshoot" not in stored_options and "budget_usd" in stored_options:
+        stored_options["overshoot"] = "bounded"  # a run started before the hard ceiling keeps the mode it ran in
+    raised: float | None = None
+    for e in decisions:
+        name = decision_name(e) if e.scope == "" else None
+        if name == BUDGET_RAISED and isinstance(e.value, dict) and isinstance(e.value.get("new_usd"), int | float):
+            raised = float(e.value["new_usd"])
+        elif name == UNPRICED_ALLOWED:
+            stored_options["allow_unpriced"] = True
     fixed: dict[str, Any] = {}
     for name in DURABLE_OPTIONS:
-        if name not in started:
+        if name not in stored_options:
             continue  # a journal older than this option: the caller's value (or the default) holds
-        stored, given = _stored(name, started[name]), getattr(opts, name)
-        if given is not None and given != stored:
+        stored, given = _stored(name, stored_options[name]), getattr(opts, name)
+        repeats = given is None or given == stored or (name == "budget_usd" and given == raised)
+        if name == "allow_unpriced" and given and not stored:
+            repeats = True  # turning it on is a relaxation the resume journals (`unpriced-allowed`)
+            stored = None
+        if not repeats:
             raise ConfigError(
                 f"run {run_id!r} was started with {name}={stored!r}; options fixed at a run's start are kept "
-                f"by every resume. Omit {name}= (or pass the same value), or start a new run for {given!r}.",
-                run_id=run_id, option=name, stored=started[name],
+                f"by every resume. Omit {name}= (or pass the same value), or start a new run for {given!r}"
+                + (" (or raise its ceiling: `tether resume RUN --raise-budget USD`)." if name == "budget_usd"
+                   else "."),
+                run_id=run_id, option=name, stored=stored_options[name],
             )
-        fixed[name] = stored
-    return dataclasses.replace(opts, **fixed)
+        if stored is not None:
+            fixed[name] = stored
+    return dataclasses.replace(opts, **fixed, raised_usd=raised)
 
 
 def run_ceiling(opts: RunOptions) -> float | None:
-    """The run's USD ceiling: `budget_usd`, or the containment's `max_usd` when that is lower."""
+    """The run's USD ceiling: the last raise of it, else `budget_usd` or the containment's `max_usd` when lower."""
+    if opts.raised_usd is not None:
+        return opts.raised_usd
     budget, c = opts.budget_usd, opts.containment
     if c is not None and c.max_usd is not None:
         return c.max_usd if budget is None else min(budget, c.max_usd)
@@ -137,6 +179,7 @@ def genesis_entry(engine: Engine, wf: Workflow, args_json: Any, opts: RunOptions
             "max_in_flight_exposure_usd": opts.max_in_flight_exposure_usd,
             "strict_pricing": bool(opts.strict_pricing),
             "allow_unpriced": bool(opts.allow_unpriced),
+            "overshoot": opts.overshoot or "hard",
         },
     )
 
@@ -191,10 +234,14 @@ async def _drive(
             args = dict(meta.args) if meta is not None and isinstance(meta.args, dict) else {}
         args_json = to_jsonable(args, what="workflow args")
         genesis = genesis_of(entries)
-        opts = durable_options(run_id, opts, genesis)
+        asked = opts
+        opts = durable_options(run_id, opts, genesis, index.decision_entries)
         budget = run_ceiling(opts)
+        relaxed = relaxations(engine, run_id, asked, opts, genesis, budget, index)
+        if opts.raise_budget_usd is not None:
+            budget = opts.raise_budget_usd
         root = Account(budget, name="run")
-        root.restore(spent_under(index.spend_entries, None))
+        root.restore(*spent_under(money_entries(index.spend_entries, index.decision_entries), None))
         seg = Segment(
             engine=engine,
             run_id=run_id,
@@ -212,6 +259,8 @@ async def _drive(
                 if opts.max_in_flight_exposure_usd is not None
                 else None
             ),
+            hard_ceiling=(opts.overshoot or "hard") == "hard",
+            money_reset_seq=money_reset_seq(index.decision_entries),
         )
         if keeper is not None:
             keeper.on_lost(seg.lose)
@@ -223,6 +272,9 @@ async def _drive(
         handle._attach(seg)
         if seg.index.match("", GENESIS_KEY) is None and not opts.dry_run:
             await seg.append(genesis_entry(engine, wf, args_json, opts))  # durable before any effect can run
+        for decision in relaxed:  # an operator's raise, durable before anything it lets the body do
+            stored = await seg.append(decision)
+            seg.money_reset_seq = stored.seq or seg.money_reset_seq
         live_meta: RunMeta | None = None
         if not opts.dry_run:
             now = engine.clock()
@@ -245,6 +297,8 @@ async def _drive(
             status, value, error = await _run_body(seg, ctx, wf, args, opts)
         finally:
             await seg.resources.aclose()  # MCP servers stop at settle, error and cancel alike
+        if status == "exhausted" and error is None:
+            error = ceiling_refusal(seg)
         if seg.lease_lost is not None:
             raise seg.lease_lost
         if seg.handed_back is not None and status == "cancelled":
@@ -258,10 +312,86 @@ def _run_end(outcome: RunOutcome, seg: Segment) -> RunEnd:
     failed = error_dict(outcome.error) if outcome.status in ("error", "cancelled") else None
     return RunEnd(
         status=outcome.status, cost_usd=outcome.cost.total_usd, orphaned_usd=outcome.cost.orphaned_usd,
+        orphaned_calls=outcome.cost.orphaned_calls,
         usage=outcome.usage, hits=outcome.replay.hits, misses=outcome.replay.misses, reruns=outcome.replay.reruns,
         pending=list(outcome.pending), error_type=str(failed.get("type")) if failed else None,
         error=str(failed.get("message")) if failed else None, **seg.figures(),
     )
+
+
+def relaxations(
+    engine: Engine, run_id: str, asked: RunOptions, opts: RunOptions, genesis: JournalEntry | None,
+    ceiling: float | None, index: JournalIndex,
+) -> list[JournalEntry]:
+    """The operator decisions a resume journals before its body runs: a raised ceiling (never a lowered
+    one), and unpriced models allowed for a run that started without it."""
+    out: list[JournalEntry] = []
+    raise_to = opts.raise_budget_usd
+    if raise_to is not None:
+        if genesis is None:
+            raise ConfigError(f"raise_budget_usd= raises the ceiling of an existing run; {run_id!r} has not started. "
+                              f"Start it with budget_usd=... instead.", run_id=run_id)
+        if opts.dry_run:
+            raise ConfigError("a dry run writes nothing, so it cannot raise the ceiling; resume without dry_run=True")
+        if ceiling is None:
+            raise ConfigError(f"run {run_id!r} has no USD ceiling to raise; it is not bounded in USD.",
+                              run_id=run_id)
+        if raise_to <= ceiling:
+            raise ConfigError(
+                f"raise_budget_usd={raise_to} does not raise the ceiling of run {run_id!r}, which is "
+                f"{ceiling:.4f} USD; a ceiling is never lowered. Pass a larger value.",
+                run_id=run_id, ceiling=ceiling, asked=raise_to,
+            )
+        out.append(operator_decision(engine.clock(), BUDGET_RAISED, old_usd=ceiling, new_usd=raise_to,
+                                     reason=opts.raise_reason))
+    started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else {}
+    if asked.allow_unpriced and genesis is not None and not started.get("allow_unpriced") and not any(
+        decision_name(e) == UNPRICED_ALLOWED for e in index.decision_entries
+    ):
+        if opts.dry_run:
+            raise ConfigError("a dry run writes nothing, so it cannot allow unpriced models; resume without "
+                              "dry_run=True")
+        out.append(operator_decision(engine.clock(), UNPRICED_ALLOWED, reason=opts.raise_reason))
+    return out
+
+
+def operator_decision(clock: float, name: str, **fields: Any) -> JournalEntry:
+    """A run-level decision an operator made (who, when, why). Unkeyed: it is a fact every fold reads, never a
+    call a resume matches."""
+    return JournalEntry(kind="decision", label=name, started_at=clock,
+                        value={"decision": name, **fields, "by": operator(), "at": clock})
+
+
+def operator() -> str:
+    """Who made an operator decision: the OS user and host of the process."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def money_reset_seq(decisions: Iterable[JournalEntry]) -> int:
+    """The seq of the last decision that changed the money (a raise, an orphan settlement): admission
+    refusals journaled before it are decided again, against the figures as they are now."""
+    seqs = [e.seq or 0 for e in decisions if e.scope == "" and decision_name(e) in (BUDGET_RAISED, ORPHANS_SETTLED)]
+    return max(seqs, default=0)
+
+
+def ceiling_refusal(seg: Segment) -> dict[str, Any] | None:
+    """The refusal that made a run `exhausted` (its agent, the reserve that did not fit, what was left)."""
+    for acct in (seg.root, seg.tree.tokens):
+        if acct.stopped is not None:
+            return {"type": "BudgetExhaustedError", "code": "budget-exhausted", "message": acct.stopped,
+                    "data": {"kind": "budget", **to_jsonable(acct.stop_data, what="the refusal")}}
+    if seg.root.at_ceiling():
+        return {"type": "BudgetExhaustedError", "code": "budget-exhausted",
+                "message": f"the {seg.root.ceiling:.4f} USD ceiling was reached",
+                "data": {"kind": "budget", "account": seg.root.name, "remaining_usd": 0.0}}
+    return None
 
 
 def ceiling_stopped(seg: Segment) -> bool:
@@ -355,7 +485,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
             )
         if meta is not None:
             await seg.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
-    cost = fold_cost(seg.index.spend_entries)  # every entry a cost fold reads
+    cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all a cost fold reads
     seg.stats.orphaned = [r.idempotency_key for r in await orphans(seg.store, seg.run_id)]
     return RunOutcome(
         run_id=seg.run_id,

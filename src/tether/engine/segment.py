@@ -137,6 +137,10 @@ class Segment:
     """Idempotency key → attempt id of tool dispatches orphaned by an earlier segment (loaded on first use)."""
     resources: AsyncExitStack = field(default_factory=AsyncExitStack)
     """What the segment opened on first use (MCP servers); the runner closes it when the segment ends."""
+    hard_ceiling: bool = False
+    """`overshoot="hard"`: every dispatch holds its worst case on the ceiling until it settles."""
+    money_reset_seq: int = 0
+    """The seq of the last raise or orphan settlement: budget refusals journaled before it are decided again."""
 
     def __post_init__(self) -> None:
         # From the index's side lists (agents' entries, decisions), not another pass over the journal.

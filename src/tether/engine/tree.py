@@ -11,6 +11,7 @@ from tether.contracts.compact import fill_inline
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
 from tether.contracts.events import AgentEvent, BudgetDraw
+from tether.contracts.usage import Usage
 
 if TYPE_CHECKING:
     from tether.engine.segment import Segment
@@ -178,14 +179,15 @@ class Tree:
 
     def draw(
         self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], calls: tuple[int, int],
-        input_overhead: dict[str, int] | None = None,
+        input_overhead: dict[str, int] | None = None, usage: Usage | None = None,
     ) -> bool:
         """Journal one `budget_draw` (True when one was written): what a model turn drew and what the tree
         has left after it.
 
         The envelope carries the turn's USD per model and the dispatches it settles (`from_call` ..
         `through`), so the cost fold can tell a crashed invocation's paid turns from its cut-off ones, and the input
-        overhead the run has learned so far (`budget.calibration`), so a resume keeps it. It is staged:
+        overhead the run has learned so far (`budget.calibration`), so a resume keeps it, and the turn's usage (so
+        an agent parked on an approval, with no terminal yet, counts its tokens in every view). It is staged:
         durable with the next append (the next dispatch record, the terminal) or checkpoint; a crash
         before that charges the turn at its dispatch record's worst case instead.
         """
@@ -198,6 +200,7 @@ class Tree:
             kind="tree", label="budget_draw", value=row,
             started_at=self.seg.engine.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
             through=calls[1], input_overhead=input_overhead or None,
+            usage=None if usage is None or usage.is_empty() else usage,
         ))
         self.seg.events.emit_fields(BudgetDraw, {
             "agent_id": agent_id, "step": step, "tokens": tokens, "remaining": row.get("remaining"), "usd": row["usd"],

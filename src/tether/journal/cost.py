@@ -1,15 +1,22 @@
 """The cost report: a pure fold over the journal, identical for a run and its replays.
 
 An agent invocation's spend comes from its terminal once it has one (the priced tally of every call
-it made, plus `orphaned_usd`: calls a crash cut off before they settled). An invocation without a
-terminal (its segment crashed, and no resume has finished it yet) is charged what its journaled
-turn draws say it spent, plus the priced worst case of every dispatch after its last draw: the
-provider may have billed those calls, and nothing journaled says otherwise. That worst-case part is
-`orphaned_usd`, and it is in `total_usd` and in every ceiling check of a resumed run.
+it made, plus `orphaned`: calls a crash cut off before they settled). An invocation without a
+terminal (its segment crashed, or it is parked on an approval) is charged what its journaled turn
+draws say it spent, plus the priced worst case of every dispatch no draw settled: the provider may
+have billed those calls, and nothing journaled says otherwise. That worst-case part is
+`orphaned_usd`, kept apart from `spent_usd` (what settled draws and terminals say) and included in
+`total_usd` and in every ceiling check of a resumed run.
+
+Two operator decisions change the figures from the point they are journaled: `orphans-settled`
+replaces the orphaned figure known then with the provider's own number (every orphan known at that
+point is scaled by the same factor, so per-scope sums stay consistent), and `budget-raised` raises the
+run's ceiling (`ceiling_usd`).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,11 +24,32 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.contracts.entries import JournalEntry, extra
-from tether.contracts.usage import Usage, sum_usage
+from tether.contracts.usage import ZERO_USAGE, Usage, sum_usage
 from tether.journal.scope import is_under
 
 UNTYPED = "(untyped)"
 """The `by_agent_type` bucket of agents started without an `agent_type`."""
+ORPHANS_SETTLED = "orphans-settled"
+BUDGET_RAISED = "budget-raised"
+UNPRICED_ALLOWED = "unpriced-allowed"
+MONEY_DECISIONS = frozenset({"genesis", ORPHANS_SETTLED, BUDGET_RAISED, UNPRICED_ALLOWED})
+"""The run-level decisions a cost fold reads besides the agents' entries."""
+
+
+class OrphanSettlement(BaseModel):
+    """An operator's settlement of a run's orphaned calls from the provider's own usage records."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    usd: float
+    """The orphaned figure from then on (what the provider says the cut calls cost)."""
+    old_usd: float
+    """The figure it replaced (the cut calls at their worst case)."""
+    calls: int
+    reason: str = ""
+    by: str = ""
+    at: float | None = None
 
 
 class CostReport(BaseModel):
@@ -30,17 +58,37 @@ class CostReport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     total_usd: float = 0.0
+    """`spent_usd + orphaned_usd`: what the run counts against its ceiling."""
+    spent_usd: float = 0.0
+    """What settled draws and terminals say the calls cost."""
+    orphaned_usd: float = 0.0
+    """Calls cut off by a crash, at their priced worst case (or as an operator settled them)."""
+    orphaned_calls: int = 0
+    """How many calls a crash cut off (charged in `orphaned_usd`)."""
+    settlement: OrphanSettlement | None = None
+    """The last `tether settle-orphans` of the run, if any."""
+    ceiling_usd: float | None = None
+    """The run's USD ceiling as it stands (its start's, or the last `budget-raised`)."""
     by_model: dict[str, float] = Field(default_factory=dict)
     by_phase: dict[str, float] = Field(default_factory=dict)
     by_role: dict[str, float] = Field(default_factory=dict)
     by_agent_type: dict[str, float] = Field(default_factory=dict)
     unpriced: dict[str, Usage] = Field(default_factory=dict)
-    orphaned_usd: float = 0.0
-    """Estimated spend of calls cut off by a crash (priced at their worst case); included in `total_usd`."""
     approximate: bool = False
     usage: Usage = Usage()
-    """Tokens of every terminal summed; `usage.reasoning_tokens` is the reasoning part of `output_tokens`."""
+    """Tokens of every agent summed (agents still running or parked count their drawn turns);
+    `usage.reasoning_tokens` is the reasoning part of `output_tokens`."""
     provider_calls: int = 0
+
+
+@dataclass
+class Dispatch:
+    """One journaled provider call of an invocation (its `dispatch` decision)."""
+
+    call: int
+    model: str
+    worst: float | None
+    seq: int | None
 
 
 @dataclass
@@ -48,16 +96,75 @@ class AgentSpend:
     """What one agent invocation spent, as the journal tells it."""
 
     running: JournalEntry
-    settled: bool = False
+    terminal: JournalEntry | None = None
     costs: dict[str, float] = field(default_factory=dict)
-    orphaned: dict[str, float] = field(default_factory=dict)
+    """Settled spend per model: the terminal's tally, or the journaled draws so far."""
+    raw_orphaned: dict[str, float] = field(default_factory=dict)
+    """Cut-off calls at their worst case, per model (a terminal's carried ones, or the unsettled dispatches)."""
+    cut: list[int] = field(default_factory=list)
+    """The numbers of the dispatches `raw_orphaned` charges."""
     covered: list[tuple[int, int]] = field(default_factory=list)
     """The dispatch numbers journaled turn draws settled, as (first, last) ranges."""
-    dispatches: list[tuple[int, str, float | None]] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    draw_tokens: int = 0
+    draw_usage: Usage = ZERO_USAGE
+    last_at: float | None = None
+    """When the journal last heard of the invocation (its terminal, else its latest draw or dispatch)."""
+    scaled: dict[str, float] = field(default_factory=dict)
+    """The orphaned figure per model as of the last settlement (scaled by it)."""
+    scaled_raw: dict[str, float] = field(default_factory=dict)
+    """`raw_orphaned` as it stood at that settlement."""
+
+    @property
+    def settled(self) -> bool:
+        return self.terminal is not None
+
+    @property
+    def orphaned(self) -> dict[str, float]:
+        """Orphaned spend per model: the last settlement's figure plus what crashes cut off after it."""
+        if not self.scaled and not self.scaled_raw:
+            return self.raw_orphaned
+        models = {*self.raw_orphaned, *self.scaled}
+        return {m: self.scaled.get(m, 0.0) + max(0.0, self.raw_orphaned.get(m, 0.0) - self.scaled_raw.get(m, 0.0))
+                for m in models}
+
+    @property
+    def spent_usd(self) -> float:
+        return sum(self.costs.values())
+
+    @property
+    def orphaned_usd(self) -> float:
+        return sum(self.orphaned.values())
 
     @property
     def usd(self) -> float:
-        return sum(self.costs.values()) + sum(self.orphaned.values())
+        return self.spent_usd + self.orphaned_usd
+
+    @property
+    def usage(self) -> Usage:
+        """The terminal's usage, else what the journaled draws carried."""
+        if self.terminal is not None:
+            return self.terminal.usage or ZERO_USAGE
+        return self.draw_usage
+
+    @property
+    def tokens(self) -> int:
+        if self.terminal is not None:
+            u = self.terminal.usage
+            return 0 if u is None else u.input_tokens + u.output_tokens
+        return self.draw_tokens
+
+    @property
+    def provider_calls(self) -> int:
+        if self.terminal is not None:
+            return self.terminal.provider_calls or 0
+        return len(self.dispatches)
+
+    @property
+    def cut_seqs(self) -> list[int]:
+        """The journal seqs of the dispatch records a crash cut off."""
+        cut = set(self.cut)
+        return [d.seq for d in self.dispatches if d.call in cut and d.seq is not None]
 
     def settles(self, call: int) -> bool:
         """Whether a journaled draw settled dispatch `call` (a later draw never settles an earlier kill's call)."""
@@ -65,7 +172,17 @@ class AgentSpend:
 
     def unsettled(self, after: int = 0) -> list[tuple[int, str, float | None]]:
         """Dispatches numbered above `after` that no draw settled: cut off by a crash, billed at worst."""
-        return [d for d in self.dispatches if d[0] > after and not self.settles(d[0])]
+        return [(d.call, d.model, d.worst) for d in self.dispatches if d.call > after and not self.settles(d.call)]
+
+    def refresh_open(self) -> None:
+        """An open invocation's orphans: its dispatches no draw settled, at their worst case."""
+        if self.terminal is not None:
+            return
+        self.raw_orphaned, self.cut = {}, []
+        for call, model, worst in self.unsettled():
+            if worst:
+                _add(self.raw_orphaned, model, worst)
+                self.cut.append(call)
 
 
 def draw_range(entry: JournalEntry) -> tuple[int, int]:
@@ -89,14 +206,40 @@ def dispatch_value(entry: JournalEntry) -> dict[str, Any] | None:
     return None
 
 
+def decision_name(entry: JournalEntry) -> str | None:
+    if entry.kind == "decision" and isinstance(entry.value, dict):
+        name = entry.value.get("decision")
+        return name if isinstance(name, str) else None
+    return None
+
+
 def is_draw(entry: JournalEntry) -> bool:
     return entry.kind == "tree" and isinstance(entry.value, dict) and entry.value.get("kind") == "budget_draw"
 
 
-def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
+def money_entries(spend_entries: Iterable[JournalEntry], decisions: Iterable[JournalEntry]) -> list[JournalEntry]:
+    """The agents' entries and the run's money decisions merged in journal order: all a cost fold reads."""
+    money = [e for e in decisions if e.scope == "" and decision_name(e) in MONEY_DECISIONS]
+    if not money:
+        return list(spend_entries)
+    return list(heapq.merge(spend_entries, money, key=lambda e: e.seq or 0))
+
+
+@dataclass
+class SpendFold:
+    """Every invocation's spend, the run's settlements and its ceiling, folded from the journal."""
+
+    agents: list[AgentSpend]
+    settlement: OrphanSettlement | None = None
+    ceiling_usd: float | None = None
+
+
+def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
     """Every agent invocation's spend, settled or not, in the order the invocations started."""
     by_seq: dict[int, AgentSpend] = {}
     by_agent: dict[int, AgentSpend] = {}
+    settlement: OrphanSettlement | None = None
+    ceiling: float | None = None
     for e in entries:
         if e.kind == "agent":
             if e.status == "running" and e.ref is None and e.seq is not None:
@@ -105,80 +248,144 @@ def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
                 if e.agent_id is not None:
                     by_agent[e.agent_id] = spend
             elif e.ref is not None and e.ref in by_seq and not by_seq[e.ref].settled:
-                spend = by_seq[e.ref]
-                spend.settled = True
-                spend.costs = _floats(extra(e, "costs"))
-                if not spend.costs and e.cost_usd:
-                    spend.costs = {e.served_by or "": float(e.cost_usd)}
-                spend.orphaned = _floats(extra(e, "orphaned"))
+                _settle(by_seq[e.ref], e)
             continue
         if e.agent_id is None:
+            name = decision_name(e) if e.scope == "" else None
+            if name == ORPHANS_SETTLED:
+                settlement = _apply_settlement(list(by_seq.values()), e) or settlement
+            elif name == BUDGET_RAISED and isinstance(e.value, dict):
+                ceiling = _float(e.value.get("new_usd"), ceiling)
+            elif name == "genesis" and isinstance(e.value, dict) and ceiling is None:
+                ceiling = _genesis_ceiling(e.value)
             continue  # not an agent's fact (so a fold may be handed only the agents' entries)
         open_spend = by_agent.get(e.agent_id)
         if open_spend is None or open_spend.settled:
             continue
+        open_spend.last_at = e.started_at or open_spend.last_at
         if is_draw(e):
             for model, usd in _floats(extra(e, "costs")).items():
                 _add(open_spend.costs, model, usd)
             open_spend.covered.append(draw_range(e))
+            value = e.value if isinstance(e.value, dict) else {}
+            open_spend.draw_tokens += int(value.get("tokens") or 0)
+            if e.usage is not None:  # the turn's usage (draws written before it carried only `tokens`)
+                open_spend.draw_usage = open_spend.draw_usage + e.usage
         elif (d := dispatch_value(e)) is not None:
             worst = d.get("worst_usd")
-            open_spend.dispatches.append((int(d.get("call", 0)), str(d.get("model", "")),
-                                          None if worst is None else float(worst)))
+            open_spend.dispatches.append(Dispatch(int(d.get("call", 0)), str(d.get("model", "")),
+                                                  None if worst is None else float(worst), e.seq))
     spends = list(by_seq.values())
     for spend in spends:
-        if not spend.settled:
-            for _, model, worst in spend.unsettled():
-                if worst:
-                    _add(spend.orphaned, model, worst)
-    return spends
+        spend.refresh_open()
+    return SpendFold(spends, settlement, ceiling)
+
+
+def _settle(spend: AgentSpend, terminal: JournalEntry) -> None:
+    spend.terminal = terminal
+    spend.last_at = terminal.ended_at or terminal.started_at or spend.last_at
+    spend.costs = _floats(extra(terminal, "costs"))
+    if not spend.costs and terminal.cost_usd:
+        spend.costs = {terminal.served_by or "": float(terminal.cost_usd)}
+    spend.raw_orphaned = _floats(extra(terminal, "orphaned"))
+    cut = extra(terminal, "cut")
+    if isinstance(cut, list):
+        spend.cut = [int(n) for n in cut]
+    elif spend.raw_orphaned:  # written before terminals named their cut calls: the dispatches no draw settled
+        spend.cut = [call for call, _, worst in spend.unsettled() if worst]
+
+
+def _apply_settlement(spends: list[AgentSpend], entry: JournalEntry) -> OrphanSettlement | None:
+    """Scale every orphan known at `entry` so that they sum to the settled figure."""
+    value = entry.value if isinstance(entry.value, dict) else {}
+    usd = _float(value.get("usd"), None)
+    if usd is None or usd < 0:
+        return None
+    for spend in spends:
+        spend.refresh_open()
+    known = sum(s.orphaned_usd for s in spends)
+    factor = usd / known if known > 0 else 0.0
+    for spend in spends:
+        spend.scaled = {m: v * factor for m, v in spend.orphaned.items()}
+        spend.scaled_raw = dict(spend.raw_orphaned)
+    return OrphanSettlement(
+        seq=entry.seq or 0, usd=usd, old_usd=_float(value.get("old_usd"), known) or 0.0,
+        calls=int(value.get("calls") or 0), reason=str(value.get("reason") or ""), by=str(value.get("by") or ""),
+        at=entry.started_at,
+    )
+
+
+def _float(raw: Any, default: float | None) -> float | None:
+    return float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else default
+
+
+def _genesis_ceiling(value: dict[str, Any]) -> float | None:
+    """The run's USD ceiling as its genesis fixed it: `budget_usd`, or a lower containment `max_usd`."""
+    budget = _float(value.get("budget_usd"), None)
+    containment = value.get("containment")
+    cap = _float(containment.get("max_usd"), None) if isinstance(containment, dict) else None
+    if cap is not None:
+        return cap if budget is None else min(budget, cap)
+    return budget
+
+
+def agent_spend(entries: Iterable[JournalEntry]) -> list[AgentSpend]:
+    """Every agent invocation's spend, settled or not, in the order the invocations started."""
+    return fold_spend(entries).agents
 
 
 def fold_cost(entries: Iterable[JournalEntry]) -> CostReport:
     """Sum what every invocation spent: once per invocation, never per redispatch."""
-    entries = list(entries)
+    return cost_report(fold_spend(entries))
+
+
+def cost_report(folded: SpendFold) -> CostReport:
+    """The report of a spend fold (`fold_cost` for a caller that also needs the per-agent figures)."""
     by_model: dict[str, float] = {}
     by_phase: dict[str, float] = {}
     by_role: dict[str, float] = {}
     by_type: dict[str, float] = {}
-    total = orphaned = 0.0
-    for spend in agent_spend(entries):
-        usd = spend.usd
-        total += usd
-        orphaned += sum(spend.orphaned.values())
-        for model, v in (*spend.costs.items(), *spend.orphaned.items()):
+    spent = orphaned = 0.0
+    cut = calls = 0
+    unpriced: dict[str, Usage] = {}
+    usages: list[Usage] = []
+    for spend in folded.agents:
+        lost = spend.orphaned
+        usd = spend.spent_usd + sum(lost.values())
+        spent += spend.spent_usd
+        orphaned += sum(lost.values())
+        cut += len(spend.cut)
+        for model, v in (*spend.costs.items(), *lost.items()):
             _add(by_model, model, v)
         run = spend.running
         _add(by_phase, run.phase or "", usd)
         _add(by_role, run.role or "loop", usd)
         _add(by_type, run.agent_type or UNTYPED, usd)
-    unpriced: dict[str, Usage] = {}
-    usages: list[Usage] = []
-    calls = 0
-    for e in entries:
-        if e.ref is None or e.kind != "agent" or e.status == "running":
-            continue
-        for model, raw in (extra(e, "unpriced") or {}).items():
-            unpriced[model] = unpriced.get(model, Usage()) + Usage.model_validate(raw)
-        if e.usage is not None:
-            usages.append(e.usage)
-        calls += e.provider_calls or 0
+        usages.append(spend.usage)
+        calls += spend.provider_calls
+        if spend.terminal is not None:
+            for model, raw in (extra(spend.terminal, "unpriced") or {}).items():
+                unpriced[model] = unpriced.get(model, Usage()) + Usage.model_validate(raw)
     usage = sum_usage(usages)
-    approximate = orphaned > 0 or usage.approximate
     return CostReport(
-        total_usd=round(total, 10),
+        total_usd=round(spent + orphaned, 10),
+        spent_usd=round(spent, 10),
+        orphaned_usd=round(orphaned, 10),
+        orphaned_calls=cut,
+        settlement=folded.settlement,
+        ceiling_usd=folded.ceiling_usd,
         by_model=by_model,
         by_phase={k: v for k, v in by_phase.items() if k},
         by_role=by_role,
         by_agent_type=by_type,
         unpriced=unpriced,
-        orphaned_usd=round(orphaned, 10),
-        approximate=approximate,
+        approximate=orphaned > 0 or usage.approximate,
         usage=usage,
         provider_calls=calls,
     )
 
 
-def spent_under(entries: Iterable[JournalEntry], scope: str | None) -> float:
-    """Spend of every invocation under `scope` (the whole run for None), orphaned dispatches included."""
-    return sum(s.usd for s in agent_spend(entries) if scope is None or is_under(s.running.scope, scope))
+def spent_under(entries: Iterable[JournalEntry], scope: str | None) -> tuple[float, float]:
+    """(spend, its orphaned part) of every invocation under `scope` (the whole run for None)."""
+    spends = [s for s in agent_spend(entries) if scope is None or is_under(s.running.scope, scope)]
+    return sum(s.usd for s in spends), sum(s.orphaned_usd for s in spends)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.events import AgentEvent
+from tether.journal.cost import agent_spend
 
 
 def fold_agent_events(entries: Iterable[JournalEntry]) -> list[AgentEvent]:
@@ -20,7 +21,7 @@ def fold_agent_events(entries: Iterable[JournalEntry]) -> list[AgentEvent]:
 
 
 class AgentNode(BaseModel):
-    """One agent of the tree as the journal records it."""
+    """One agent of the tree as the journal records it (its figures are the cost report's, per agent)."""
 
     agent_id: int
     parent_agent_id: int | None = None
@@ -28,7 +29,14 @@ class AgentNode(BaseModel):
     role: str | None = None
     status: str = "running"
     tokens: int = 0
+    """Input plus output tokens: the terminal's, or the drawn turns of an agent still running or parked."""
     cost_usd: float = 0.0
+    """`spent_usd + orphaned_usd`: what the agent counts against the ceiling."""
+    spent_usd: float = 0.0
+    orphaned_usd: float = 0.0
+    """Its calls a crash cut off, at their worst case (or as an operator settled them)."""
+    cut_calls: int = 0
+    provider_calls: int = 0
     refusals: list[str] = Field(default_factory=list)
 
 
@@ -40,20 +48,19 @@ class TreeReport(BaseModel):
 
 
 def fold_tree(entries: Iterable[JournalEntry]) -> TreeReport:
+    """The tree, each node with the figures `fold_cost` sums (one source for every view)."""
     entries = list(entries)
     nodes: dict[int, AgentNode] = {}
-    by_seq: dict[int, int] = {}
-    for e in entries:
-        if e.kind == "agent" and e.status == "running" and e.agent_id is not None and e.seq is not None:
-            nodes[e.agent_id] = AgentNode(agent_id=e.agent_id, parent_agent_id=e.parent_agent_id, label=e.label,
-                                          role=e.role)
-            by_seq[e.seq] = e.agent_id
-        elif e.kind == "agent" and e.ref in by_seq and e.status is not None:
-            node = nodes[by_seq[e.ref]]
-            node.status = e.status
-            if e.usage is not None:
-                node.tokens += e.usage.input_tokens + e.usage.output_tokens
-            node.cost_usd += e.cost_usd or 0.0
+    for spend in agent_spend(entries):
+        e = spend.running
+        if e.agent_id is None:
+            continue
+        status = (spend.terminal.status if spend.terminal is not None else None) or "running"
+        nodes[e.agent_id] = AgentNode(
+            agent_id=e.agent_id, parent_agent_id=e.parent_agent_id, label=e.label, role=e.role, status=status,
+            tokens=spend.tokens, cost_usd=round(spend.usd, 10), spent_usd=round(spend.spent_usd, 10),
+            orphaned_usd=round(spend.orphaned_usd, 10), cut_calls=len(spend.cut), provider_calls=spend.provider_calls,
+        )
     events = fold_agent_events(entries)
     for ev in events:
         if ev.kind == "spawn_refused" and ev.agent_id in nodes and ev.detail:

@@ -3,12 +3,15 @@
 An event sink, not hooks in the engine: every span opens and closes on the run's typed events, so
 the trace shows exactly what the event stream, the event log and the live view show. Spans:
 `workflow NAME` (the run, and child workflows) → `phase NAME` → `invoke_agent LABEL` → `chat MODEL`
-(one per provider call) and `execute_tool NAME`. Attribute table: docs/observability.md.
+(one per provider call) and `execute_tool NAME`. Every segment of a run shares one trace id
+(`run_trace_id`); chat spans also carry the cost keys OpenInference (Phoenix, Arize) and Langfuse
+read. Attribute table and a crash-safe processor setup (`crash_safe_processor`): docs/observability.md.
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +51,8 @@ from tether.contracts.trace import TRACEPARENT
 from tether.contracts.usage import Usage
 
 AttrValue = str | bool | int | float | Sequence[str]
+OI_KIND = "openinference.span.kind"
+LANGFUSE_TYPE = "langfuse.observation.type"
 TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
 
@@ -82,8 +87,74 @@ def _usage(usage: Usage) -> dict[str, AttrValue]:
     return attrs
 
 
+def _spend(usage: Usage, cost_usd: float, *, replayed: bool, call: bool = False) -> dict[str, AttrValue]:
+    """What a span used and cost. A live provider call (`call`) also gets the keys backends sum.
+
+    OpenInference (Phoenix prices `llm.token_count.*` of LLM spans with its model table; Arize AX
+    keeps `llm.cost.*`) and Langfuse (`gen_ai.usage.cost`, `langfuse.observation.cost_details`). A
+    replay was not called or paid again: its journaled figures go under `tether.journaled.*`, so a
+    run's trace, which holds every segment, counts each call once.
+    """
+    if replayed:
+        return {"tether.journaled.cost_usd": cost_usd, "tether.journaled.input_tokens": usage.input_tokens,
+                "tether.journaled.output_tokens": usage.output_tokens}
+    attrs: dict[str, AttrValue] = {"tether.cost_usd": cost_usd, **_usage(usage)}
+    if call:
+        attrs |= {
+            "llm.token_count.prompt": usage.input_tokens, "llm.token_count.completion": usage.output_tokens,
+            "llm.token_count.total": usage.input_tokens + usage.output_tokens, "llm.cost.total": cost_usd,
+            "gen_ai.usage.cost": cost_usd, "langfuse.observation.cost_details": json.dumps({"total": cost_usd}),
+        }
+        for key, tokens in (("prompt_details.cache_read", usage.cache_read_tokens),
+                            ("prompt_details.cache_write", usage.cache_write_tokens),
+                            ("completion_details.reasoning", usage.reasoning_tokens)):
+            if tokens:
+                attrs[f"llm.token_count.{key}"] = tokens
+    return attrs
+
+
 def _messages(role: str, text: str | None) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text or ""}]}])
+
+
+def run_trace_id(run_id: str) -> int:
+    """The trace id every segment of run `run_id` exports under (`f"{run_trace_id(r):032x}"` to look it up)."""
+    return int.from_bytes(hashlib.sha256(f"tether-run:{run_id}".encode()).digest()[:16], "big") or 1
+
+
+_RUN_TRACE: contextvars.ContextVar[int | None] = contextvars.ContextVar("tether_run_trace", default=None)
+
+
+class _RunTraceIds:
+    """The SDK tracer's id generator, except that a run's root span takes the run's trace id."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def generate_span_id(self) -> int:
+        span_id: int = self.inner.generate_span_id()
+        return span_id
+
+    def generate_trace_id(self) -> int:
+        forced = _RUN_TRACE.get()
+        trace_id: int = forced if forced is not None else self.inner.generate_trace_id()
+        return trace_id
+
+    def is_trace_id_random(self) -> bool:
+        return _RUN_TRACE.get() is None and bool(self.inner.is_trace_id_random())
+
+
+def crash_safe_processor(exporter: Any, *, max_delay_s: float = 0.1) -> Any:
+    """A span processor for processes that may die of SIGKILL: each span is exported as it ends.
+
+    The SDK's default `BatchSpanProcessor(exporter)` holds ended spans up to 5 s (512 of them) and
+    loses them all with the process. This one hands every ended span to its export thread at once
+    (batches of one, off the event loop; `max_delay_s` bounds a span that arrives mid-export), so a
+    killed segment loses only the spans still open. Pair it with a local OpenTelemetry Collector.
+    """
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    return BatchSpanProcessor(exporter, max_export_batch_size=1, schedule_delay_millis=max_delay_s * 1000)
 
 
 @dataclass
@@ -111,6 +182,8 @@ class OtelExporter:
         meter_provider = meter_provider or metrics.get_meter_provider()
         self.capture_content = capture_content
         self._tracer = tracer_provider.get_tracer("tether", _version())
+        if hasattr(self._tracer, "id_generator"):  # an SDK tracer (this instance only): runs get their trace id
+            self._tracer.id_generator = _RunTraceIds(self._tracer.id_generator)
         meter = meter_provider.get_meter("tether", _version())
         self._tokens = meter.create_histogram(
             "gen_ai.client.token.usage", unit="{token}", description="Tokens used per provider call, by type.",
@@ -155,9 +228,15 @@ class OtelExporter:
         parent = run.spans.get(event.parent_span_id or "") or run.spans.get("run")
         ctx = trace.set_span_in_context(parent) if parent is not None else None
         base: dict[str, AttrValue] = {"tether.run_id": event.run_id, "tether.replayed": event.replayed}
-        span = self._tracer.start_span(
-            name, context=ctx, kind=kind, attributes=_clean({**base, **attrs}), start_time=_ns(event.ts)
-        )
+        # A segment's root span takes the run's trace id, so a resume (in any process) joins the trace;
+        # a run started inside an application's span joins that span's trace instead.
+        forced = _RUN_TRACE.set(run_trace_id(event.run_id) if isinstance(event, RunStart) else None)
+        try:
+            span = self._tracer.start_span(
+                name, context=ctx, kind=kind, attributes=_clean({**base, **attrs}), start_time=_ns(event.ts)
+            )
+        finally:
+            _RUN_TRACE.reset(forced)
         key = event.span_id or "run"
         run.spans[key] = span
         run.opened[key] = event.ts
@@ -171,17 +250,17 @@ class OtelExporter:
     def _opening(self, event: Event) -> tuple[str, SpanKind, dict[str, AttrValue | None]]:
         if isinstance(event, RunStart):
             return f"workflow {event.workflow}", SpanKind.INTERNAL, {
-                "gen_ai.operation.name": "invoke_workflow", "tether.workflow": event.workflow,
+                "gen_ai.operation.name": "invoke_workflow", "tether.workflow": event.workflow, OI_KIND: "CHAIN",
                 "tether.resumed": event.resumed, "tether.ceiling_usd": event.ceiling_usd,
                 "tether.ceiling_tokens": event.ceiling_tokens, "tether.restored_usd": event.spent_usd,
             }
         if isinstance(event, ChildStart):
             return f"workflow {event.workflow}", SpanKind.INTERNAL, {
-                "gen_ai.operation.name": "invoke_workflow", "tether.workflow": event.workflow,
+                "gen_ai.operation.name": "invoke_workflow", "tether.workflow": event.workflow, OI_KIND: "CHAIN",
                 "tether.scope": event.scope, "tether.ceiling_usd": event.ceiling_usd,
             }
         if isinstance(event, PhaseStart):
-            return f"phase {event.phase}", SpanKind.INTERNAL, {"tether.phase": event.phase}
+            return f"phase {event.phase}", SpanKind.INTERNAL, {"tether.phase": event.phase, OI_KIND: "CHAIN"}
         if isinstance(event, AgentStart):
             name = event.label or event.agent_type or f"agent {event.agent_id}"
             attrs: dict[str, AttrValue | None] = {
@@ -190,6 +269,7 @@ class OtelExporter:
                 "gen_ai.provider.name": event.model.partition(":")[0] if event.model else None,
                 "tether.agent_id": event.agent_id, "tether.parent_agent_id": event.parent_agent_id,
                 "tether.agent_type": event.agent_type, "tether.phase": event.phase,
+                OI_KIND: "AGENT", LANGFUSE_TYPE: "agent",  # not a generation: its calls are, and are counted
             }
             if self.capture_content and event.prompt is not None:
                 attrs["gen_ai.input.messages"] = _messages("user", event.prompt)
@@ -199,11 +279,14 @@ class OtelExporter:
                 "gen_ai.operation.name": "chat", "gen_ai.provider.name": event.provider,
                 "gen_ai.request.model": _model_name(event.model), "gen_ai.request.max_tokens": event.max_tokens,
                 "tether.agent_id": event.agent_id, "tether.call": event.call, "tether.stage": event.stage,
+                OI_KIND: "LLM", LANGFUSE_TYPE: "generation", "llm.model_name": _model_name(event.model),
+                "llm.provider": event.provider, "llm.system": event.provider,
             }
         assert isinstance(event, ToolStart)
         attrs = {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.tool, "gen_ai.tool.type": "function",
-            "gen_ai.tool.call.id": event.call_id, "tether.agent_id": event.agent_id,
+            "gen_ai.tool.call.id": event.call_id, "tether.agent_id": event.agent_id, OI_KIND: "TOOL",
+            LANGFUSE_TYPE: "tool",
         }
         if self.capture_content:
             attrs["gen_ai.tool.call.arguments"] = json.dumps(event.args)
@@ -232,7 +315,9 @@ class OtelExporter:
         if isinstance(event, RunEnd):
             failed = event.status in ("error", "cancelled")
             return {
-                "tether.status": event.status, "tether.cost_usd": event.cost_usd, "tether.spent_usd": event.spent_usd,
+                "tether.status": event.status, "tether.cost_usd": event.cost_usd,
+                "tether.spent_usd": round(event.cost_usd - event.orphaned_usd, 10),
+                "tether.orphaned_usd": event.orphaned_usd, "tether.orphaned_calls": event.orphaned_calls,
                 "tether.replay.hits": event.hits, "tether.replay.misses": event.misses, **_usage(event.usage),
             }, (event.error_type or event.status) if failed else None, event.error or event.status
         if isinstance(event, ChildEnd):
@@ -243,9 +328,8 @@ class OtelExporter:
         if isinstance(event, AgentEnd):
             attrs: dict[str, AttrValue | None] = {
                 "gen_ai.response.model": _model_name(event.served_by), "tether.status": event.status,
-                "tether.cost_usd": event.cost_usd, "tether.turns": event.turns,
-                "tether.provider_calls": event.provider_calls, "tether.stop_reason": event.reason,
-                **_usage(event.usage),
+                "tether.turns": event.turns, "tether.provider_calls": event.provider_calls,
+                "tether.stop_reason": event.reason, **_spend(event.usage, event.cost_usd, replayed=event.replayed),
             }
             if event.finish_reason is not None:
                 attrs["gen_ai.response.finish_reasons"] = [event.finish_reason]
@@ -257,7 +341,8 @@ class OtelExporter:
         if isinstance(event, ModelEnd):
             attrs = {
                 "gen_ai.response.model": _model_name(event.model) if event.status == "ok" else None,
-                "tether.cost_usd": event.cost_usd, "tether.status": event.status, **_usage(event.usage),
+                "tether.status": event.status,
+                **_spend(event.usage, event.cost_usd, replayed=event.replayed, call=True),
             }
             if event.finish_reason is not None:
                 attrs["gen_ai.response.finish_reasons"] = [event.finish_reason]
@@ -272,7 +357,9 @@ class OtelExporter:
         attrs = {"tether.executed": event.executed, "tether.tool.outcome": event.outcome, "tether.guard": event.guard}
         if self.capture_content and event.result is not None:
             attrs["gen_ai.tool.call.result"] = event.result
-        error_type = ("timeout" if event.outcome == "timeout" else "tool_error") if event.is_error else None
+        # A call refused or skipped by its tool budget is the budget working, not a failure: no ERROR status.
+        failed = event.is_error and event.outcome not in ("refused", "skipped")
+        error_type = ("timeout" if event.outcome == "timeout" else "tool_error") if failed else None
         message = (event.result or "") if self.capture_content else (error_type or "")  # results are content
         return attrs, error_type, message
 
@@ -307,6 +394,9 @@ class OtelExporter:
             attrs = {"tether.attempt": event.attempt, "tether.issues": len(event.issues)}
         elif isinstance(event, ExternalWaiting | ApprovalPending):
             attrs = {"tether.key": event.key, "gen_ai.tool.name": getattr(event, "tool", None)}
+            if isinstance(event, ApprovalPending):  # the parked agent's span shows what it spent so far
+                span.set_attributes(_clean({"tether.cost_usd": event.cost_usd, "tether.parked": True,
+                                            "tether.provider_calls": event.provider_calls, **_usage(event.usage)}))
         else:
             assert isinstance(event, Spawn | SpawnRefused)
             attrs = {"tether.agent_id": event.agent_id, "tether.child_agent_id": event.child_agent_id}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -17,7 +17,7 @@ CURSOR_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?~.+$"
 """A run-list cursor is a position, `<created_at>~<run_id>`."""
 BODY = ConfigDict(extra="forbid", strict=True)
 """Request bodies are JSON and validated strictly: `false` is not a number, `"1"` is not an int."""
-RUN_STATUSES: tuple[MetaStatus, ...] = ("queued", "running", "ok", "error", "cancelled", "exhausted", "suspended")
+RUN_STATUSES: tuple[MetaStatus, ...] = get_args(MetaStatus)
 
 
 class ErrorBody(BaseModel):
@@ -57,7 +57,11 @@ class RunSummary(BaseModel):
     workflow: str
     status: MetaStatus
     budget_usd: float | None = None
+    """The run's USD ceiling as it stands (a `budget-raised` decision included)."""
     spent_usd: float = 0.0
+    """What counts against the ceiling: the cost report's `total_usd` (orphaned calls included)."""
+    orphaned_usd: float = 0.0
+    """The part of `spent_usd` that is calls a crash cut off, at their worst case (or as settled)."""
     created_at: float
     updated_at: float
     duration_s: float
@@ -112,6 +116,21 @@ class Suspension(BaseModel):
     since: float | None = None
 
 
+class SpendPoint(BaseModel):
+    """One agent's spend on the run's time line: the spend chart, from the same fold as `cost`."""
+
+    t: float
+    """Seconds after the run started: when the agent settled (or was last heard of, still running)."""
+    agent_id: int | None = None
+    label: str | None = None
+    usd: float
+    """What the agent counts against the ceiling (its orphaned calls included)."""
+    orphaned_usd: float = 0.0
+    total_usd: float
+    """The run's cumulative spend at this point: the last point's is `cost.total_usd`."""
+    settled: bool = True
+
+
 class RunDetail(RunSummary):
     """`GET /api/runs/{run_id}`: the summary plus args, ceilings, the last outcome and what is pending."""
 
@@ -120,6 +139,10 @@ class RunDetail(RunSummary):
     outcome: Settled | None = None
     suspensions: list[Suspension] = Field(default_factory=list)
     cost: CostReport
+    spend: list[SpendPoint] = Field(default_factory=list)
+    """The spend chart's series: one point per agent, summing to `cost.total_usd`."""
+    cut_seqs: list[int] = Field(default_factory=list)
+    """Journal seqs of the dispatch records a crash cut off (charged at their worst case)."""
     entries: int
     """Journal entries so far."""
     started_at: float | None = None

@@ -8,7 +8,7 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.engine.segment import suspension_key
-from tether.journal.cost import fold_cost
+from tether.journal.cost import AgentSpend, CostReport, cost_report, fold_cost, fold_spend
 from tether.journal.matching import JournalIndex
 from tether.journal.tree import fold_tree
 from tether.server.models import (
@@ -16,6 +16,7 @@ from tether.server.models import (
     RunDetail,
     RunSummary,
     Settled,
+    SpendPoint,
     Suspension,
     TreeNode,
     TreeView,
@@ -48,15 +49,18 @@ def suspensions(entries: Sequence[JournalEntry]) -> list[Suspension]:
     return out
 
 
-def summary(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None) -> RunSummary:
-    """One run-list row; spend is the cost fold over the journal's terminals."""
+def summary(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None,
+            cost: CostReport | None = None) -> RunSummary:
+    """One run-list row; spend is the cost fold over the journal."""
     end = time.time() if meta.status == "running" else meta.updated_at
+    cost = cost or fold_cost(entries)
     return RunSummary(
         run_id=meta.run_id,
         workflow=meta.workflow,
         status=meta.status,
-        budget_usd=meta.budget_usd,
-        spent_usd=fold_cost(entries).total_usd,
+        budget_usd=cost.ceiling_usd if cost.ceiling_usd is not None else meta.budget_usd,
+        spent_usd=cost.total_usd,
+        orphaned_usd=cost.orphaned_usd,
         created_at=meta.created_at,
         updated_at=meta.updated_at,
         duration_s=max(end - meta.created_at, 0.0),
@@ -78,19 +82,39 @@ def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None,
         v = last.value
         outcome = Settled(status=v["status"], value=v.get("value"), error=v.get("error"),
                           pending=list(v.get("pending") or []), at=last.started_at)
-    base = summary(meta, entries, live)
+    folded = fold_spend(entries)
+    cost = cost_report(folded)
+    base = summary(meta, entries, live, cost)
+    origin = first.started_at if first is not None else None
     return RunDetail(
         **base.model_dump(),
         args=meta.args,
-        ceilings=Ceilings(budget_usd=meta.budget_usd, **{k: containment.get(k) for k in (
+        ceilings=Ceilings(budget_usd=base.budget_usd, **{k: containment.get(k) for k in (
             "max_agents", "max_concurrent", "max_depth", "max_tokens", "max_usd", "max_duration_s")}),
         outcome=outcome,
         suspensions=suspensions(entries),
-        cost=fold_cost(entries),
+        cost=cost,
+        spend=spend_series(folded.agents, origin),
+        cut_seqs=sorted(seq for s in folded.agents for seq in s.cut_seqs),
         entries=len(entries),
-        started_at=first.started_at if first is not None else None,
+        started_at=origin,
         can_start=can_start,
     )
+
+
+def spend_series(agents: Sequence[AgentSpend], origin: float | None) -> list[SpendPoint]:
+    """Each agent's spend at the moment the journal last heard of it, cumulated: the chart the cards agree with."""
+    timed = sorted(agents, key=lambda a: a.last_at or a.running.started_at or 0.0)
+    t0 = origin if origin is not None else min((a.running.started_at or 0.0 for a in agents), default=0.0)
+    points: list[SpendPoint] = []
+    total = 0.0
+    for a in timed:
+        total += a.usd
+        at = a.last_at or a.running.started_at or t0
+        points.append(SpendPoint(t=max(0.0, at - t0), agent_id=a.running.agent_id, label=a.running.label,
+                                 usd=round(a.usd, 10), orphaned_usd=round(a.orphaned_usd, 10),
+                                 total_usd=round(total, 10), settled=a.settled))
+    return points
 
 
 def tree(run_id: str, entries: Sequence[JournalEntry], live: LiveRun | None) -> TreeView:
@@ -106,10 +130,6 @@ def tree(run_id: str, entries: Sequence[JournalEntry], live: LiveRun | None) -> 
         depth[node.agent_id] = d
         end = ended.get(node.agent_id)
         model = start.value.get("model") if isinstance(start.value, dict) else None
-        if end is None:  # still running: what its settled turns drew so far (a terminal has the totals)
-            draws = [e for e in report.events if e.kind == "budget_draw" and e.agent_id == node.agent_id]
-            node = node.model_copy(update={"tokens": sum(e.tokens or 0 for e in draws),
-                                           "cost_usd": round(sum(e.usd or 0.0 for e in draws), 10)})
         nodes.append(TreeNode(
             **node.model_dump(), depth=d, agent_type=start.agent_type, model=model, seq=start.seq or 0,
             started_at=start.started_at, ended_at=end.ended_at if end is not None else None,

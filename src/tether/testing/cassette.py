@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from tether.contracts.errors import ConfigError, TetherError
 from tether.contracts.messages import ChatRequest
@@ -169,7 +169,15 @@ class CassetteModel:
                     reason="cancelled", usage=usage.model_copy(update={"approximate": True})
                 )
                 return
-            event = self._events.validate_python(raw)
+            try:
+                event = self._events.validate_python(raw)
+            except ValidationError as exc:  # an edited or damaged file: refuse it, never replay a credit
+                raise ConfigError(
+                    f"cassette {self.path} holds an invalid stream event for exchange {exchange.key[:12]} "
+                    f"({exc.errors()[0]['msg']} at {'.'.join(map(str, exc.errors()[0]['loc']))}); re-record it with "
+                    f"mode='record'.",
+                    path=str(self.path), key=exchange.key,
+                ) from None
             if event.type == "usage":
                 usage = usage + event.usage
             yield event

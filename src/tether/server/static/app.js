@@ -300,10 +300,13 @@
       const refused = tree.events.filter((e) => e.kind === "spawn_refused").length;
       const u = det.cost.usage;
       const end = det.status === "running" ? Date.now() / 1000 : det.updated_at;
-      const inflight = tree.agents.filter((n) => n.status === "running").reduce((a, n) => a + n.cost_usd, 0);
-      fill(el.stats, 
-        stat("Spent", usd(det.spent_usd), [c.budget_usd ? spendBar(det.spent_usd, c.budget_usd) : "no USD ceiling",
-          inflight > 0 ? h("div", { title: "drawn by turns of agents still running; it counts once they settle" }, "+ " + usd(inflight) + " drawn in flight") : null],
+      const cost = det.cost;
+      const orphaned = cost.orphaned_calls || cost.orphaned_usd ? h("div", { class: "orphaned", "data-testid": "stat-orphaned",
+        title: cost.settlement ? "cut off by a crash; settled by " + (cost.settlement.by || "an operator") + (cost.settlement.reason ? ": " + cost.settlement.reason : "")
+          : "cut off by a crash, charged at their worst case until `tether settle-orphans` replaces it with the provider's figure" },
+        usd(cost.spent_usd) + " spent + " + usd(cost.orphaned_usd) + " orphaned (" + cost.orphaned_calls + " cut call" + (cost.orphaned_calls === 1 ? "" : "s") + (cost.settlement ? ", settled" : "") + ")") : null;
+      fill(el.stats,
+        stat("Spent", usd(det.spent_usd), [c.budget_usd ? spendBar(det.spent_usd, c.budget_usd) : "no USD ceiling", orphaned],
           { "data-testid": "stat-spent" }),
         stat("Tokens", int(u.input_tokens + u.output_tokens), int(u.input_tokens) + " in · " + int(u.output_tokens) + " out" + (c.max_tokens ? " · cap " + int(c.max_tokens) : "")),
         stat("Agents", String(tree.agents.length), (refused ? refused + " refused · " : "") + (tree.queued.length ? tree.queued.length + " queued · " : "") + det.cost.provider_calls + " provider calls"),
@@ -330,7 +333,8 @@
             n.refusals.map((r) => h("span", { class: "refused", title: "a spawn this agent asked for was refused by the " + r + " cap" }, "refused: " + r)),
             h("span", { class: "meta" },
               h("span", { title: "tokens (input + output)" }, int(n.tokens) + " tok"),
-              h("span", { title: "cost" }, usd(n.cost_usd)),
+              h("span", { title: n.cut_calls ? usd(n.spent_usd) + " spent + " + usd(n.orphaned_usd) + " orphaned (" + n.cut_calls + " cut by a crash)" : "cost" },
+                usd(n.cost_usd) + (n.cut_calls ? " *" : "")),
               n.ended_at && n.started_at ? h("span", { class: "muted" }, dur(n.ended_at - n.started_at)) : null,
               h("a", { class: "transcript", href: "#/runs/" + enc + "/agents/" + n.agent_id, "data-testid": "transcript-link" }, "transcript"))),
           (kids.get(n.agent_id) || []).length ? h("ul", { class: "tree" }, kids.get(n.agent_id).map(nodeEl)) : null);
@@ -397,6 +401,7 @@
 
     function renderJournal(det, entries) {
       const t0 = det.started_at || det.created_at;
+      const cut = new Set(det.cut_seqs || []);
       el.journalHint.textContent = entries.length + " entries";
       const rows = [];
       for (const e of entries) {
@@ -408,9 +413,10 @@
           h("td", {}, h("span", { class: "kind kind-" + e.kind }, e.kind)),
           h("td", {}, e.status ? h("span", { class: "pill static", "data-status": e.status }, e.status) : ""),
           h("td", { class: "mono small hide-sm" }, e.scope || "·"),
-          h("td", {}, e.kind === "tree" || !e.label ? describe(e) : e.label),
+          h("td", {}, e.kind === "tree" || !e.label ? describe(e) : e.label,
+            cut.has(e.seq) ? h("span", { class: "pill", "data-status": "suspended", "data-testid": "cut-dispatch", title: "a crash cut this call off: it is charged at its worst case" }, "cut") : null),
           h("td", { class: "num" }, tokens === null ? "" : int(tokens)),
-          h("td", { class: "num" }, e.cost_usd === null ? "" : usd(e.cost_usd)),
+          h("td", { class: "num" }, e.cost_usd !== null ? usd(e.cost_usd) : worst(e)),
           h("td", { class: "num muted", title: stamp(at) }, at ? "+" + dur(at - t0) : "")));
         if (open) rows.push(h("tr", { class: "detail" }, h("td", { colspan: 9 }, json(e))));
       }
@@ -418,6 +424,10 @@
         h("thead", {}, h("tr", {}, h("th", { class: "num" }, "seq"), h("th", { class: "num hide-sm" }, "ref"), h("th", {}, "kind"), h("th", {}, "status"),
           h("th", { class: "hide-sm" }, "scope"), h("th", {}, "what"), h("th", { class: "num" }, "tokens"), h("th", { class: "num" }, "cost"), h("th", { class: "num" }, "at"))),
         h("tbody", {}, rows)));
+    }
+    function worst(e) {
+      const v = e.value && typeof e.value === "object" ? e.value : {};
+      return e.kind === "decision" && v.decision === "dispatch" && typeof v.worst_usd === "number" ? "≤ " + usd(v.worst_usd) : "";
     }
     function describe(e) {
       const v = e.value && typeof e.value === "object" ? e.value : {};
@@ -463,13 +473,11 @@
     return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 2.5 ? 2.5 : n <= 5 ? 5 : 10) * mag;
   }
   function spendChart(det, entries) {
-    const t0 = det.started_at || det.created_at;
     const ceiling = det.ceilings.budget_usd;
-    const terminals = entries.filter((e) => e.kind === "agent" && e.ref !== null && (e.ended_at || e.started_at))
-      .map((e) => ({ t: (e.ended_at || e.started_at) - t0, usd: e.cost_usd || 0, label: e.label || "agent #" + e.agent_id }))
-      .sort((a, b) => a.t - b.t);
-    let cum = 0;
-    const points = terminals.map((p) => ({ t: p.t, v: (cum += p.usd), usd: p.usd, label: p.label }));
+    // One point per agent, from the same fold as the cards: the line ends at the run's total spend.
+    const points = (det.spend || []).map((p) => ({ t: p.t, v: p.total_usd, usd: p.usd, orphaned: p.orphaned_usd, settled: p.settled, label: p.label || "agent #" + p.agent_id }));
+    const cum = det.cost.total_usd;
+    const t0 = det.started_at || det.created_at;
     const lastEntry = entries.reduce((m, e) => Math.max(m, e.ended_at || e.started_at || 0), 0);
     const tEnd = Math.max(det.status === "running" ? Date.now() / 1000 - t0 : lastEntry - t0, points.length ? points[points.length - 1].t : 0, 0.001);
     const W = 520, H = 230, L = 60, R = 14, T = 18, B = 30;
@@ -497,13 +505,13 @@
         s("text", { class: "ceiling-label", x: W - R, y: y(ceiling) - 6, "text-anchor": "end" }, "ceiling " + usd(ceiling)));
     }
     for (const p of points) {
-      svg.append(s("circle", { class: "point", cx: x(p.t), cy: y(p.v), r: 3.5 },
-        s("title", {}, p.label + ": +" + usd(p.usd) + " → " + usd(p.v) + " at +" + dur(p.t))));
+      svg.append(s("circle", { class: "point" + (p.orphaned ? " orphaned" : ""), cx: x(p.t), cy: y(p.v), r: 3.5 },
+        s("title", {}, p.label + ": +" + usd(p.usd) + (p.orphaned ? " (" + usd(p.orphaned) + " orphaned)" : "") + (p.settled ? "" : " so far") + " → " + usd(p.v) + " at +" + dur(p.t))));
     }
     return h("div", {}, svg, h("div", { class: "legend" },
-      h("span", {}, h("i"), "spent " + usd(cum)),
+      h("span", { "data-testid": "chart-total" }, h("i"), "spent " + usd(cum) + (det.cost.orphaned_usd ? " (" + usd(det.cost.orphaned_usd) + " orphaned)" : "")),
       ceiling ? h("span", {}, h("i", { class: "ceil" }), "ceiling " + usd(ceiling) + " (" + (100 * cum / ceiling).toFixed(1) + "% used)") : h("span", { class: "muted" }, "no USD ceiling"),
-      h("span", { class: "muted" }, points.length + " agent terminals")));
+      h("span", { class: "muted" }, points.length + " agents")));
   }
 
   // -- transcript drawer -----------------------------------------------------------------------
