@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -418,9 +421,6 @@ def test_a_run_driven_outside_the_server_maps_engine_errors_to_409(tmp_path: Pat
     held = client.post("/api/runs/outside/resolve", json={"key": "go", "value": 1})
     assert held.status_code == 409 and held.json()["error"]["code"] == "lease-held"
     assert "lease held" in held.json()["error"]["message"] and held.json()["error"]["data"]["run_id"] == "outside"
-    refused = client.post("/api/runs/outside/cancel", json={})
-    assert refused.status_code == 409 and refused.json()["error"]["code"] == "driven-elsewhere"
-    assert "another process" in refused.json()["error"]["message"]
     # handed over with app.state.tether.track(handle), the server drives it: the resolve wakes it
     client.portal.call(lambda: state.track(handle))  # type: ignore[union-attr]
     assert client.post("/api/runs/outside/resolve", json={"key": "go", "value": 1}).json()["woke_live_run"]
@@ -440,6 +440,93 @@ def test_cancel_stops_a_run_driven_here_and_refuses_settled_ones(tmp_path: Path,
     again = client.post("/api/runs/c-1/cancel", json={})
     assert again.status_code == 409 and again.json()["error"]["code"] == "run-settled"
     assert client.post("/api/runs/c-1/cancel", json={"reason": 3}).status_code == 422
+
+
+def _tether_cli(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tether.cli.main", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _settle_entry(store: str, run_id: str) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        engine = tether.Engine(store=store)
+        try:
+            last = [e for e in await engine.inspect(run_id) if e.label == "settle"][-1]
+            assert isinstance(last.value, dict)
+            return last.value
+        finally:
+            await engine.close()
+
+    return asyncio.run(go())
+
+
+def test_cancelling_a_suspended_run_settles_it_cancelled_as_tether_cancel_does(
+    tmp_path: Path, store_url: str, serve: Serve
+) -> None:
+    async def park() -> None:
+        engine = make_engine(store_url)
+        try:
+            for run_id in ("s-api", "s-cli"):
+                assert (await engine.run("wait", run_id=run_id)).status == "suspended"
+        finally:
+            await engine.close()
+
+    asyncio.run(park())
+    client = serve()
+    r = client.post("/api/runs/s-api/cancel", json={"reason": "not needed"})
+    assert r.status_code == 202 and r.json() == {"run_id": "s-api", "cancelled": True, "reason": "not needed"}
+    assert run_status(client, "s-api") == "cancelled"
+    assert client.get("/api/runs/s-api").json()["outcome"]["error"]["message"] == "not needed"
+    cli = _tether_cli("cancel", "s-cli", "--store", store_url, "--reason", "not needed", "--json", cwd=tmp_path)
+    assert cli.returncode == 0 and json.loads(cli.stdout) == {"run_id": "s-cli", "result": "cancelled",
+                                                              "status": "cancelled"}, cli.stderr
+    assert _settle_entry(store_url, "s-api") == _settle_entry(store_url, "s-cli")  # the same settle entry
+    assert _settle_entry(store_url, "s-api")["pending"] == ["approve"]
+    again = client.post("/api/runs/s-api/cancel", json={})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "run-settled"
+    assert "already finished 'cancelled'" in again.json()["error"]["message"]
+
+
+SLOW_APP = '''
+import asyncio
+import os
+
+import tether
+
+
+@tether.workflow
+async def slow(ctx: tether.Ctx) -> str:
+    async def wait() -> str:
+        await asyncio.sleep(60)
+        return "late"
+
+    return await ctx.step("wait", wait)
+
+
+engine = tether.Engine(store=os.environ["SLOW_STORE"], workflows=[slow], lease_ttl_s=1.5)
+'''
+
+
+def test_cancelling_a_run_another_process_drives_requests_it_and_that_driver_settles_it(
+    tmp_path: Path, store_url: str, serve: Serve
+) -> None:
+    (tmp_path / "slow_app.py").write_text(SLOW_APP)
+    env = {**os.environ, "SLOW_STORE": store_url}
+    driver = subprocess.Popen([sys.executable, "-m", "tether.cli.main", "run", "slow_app:slow", "--run-id", "far"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = serve()
+        wait_for(lambda: client.get("/api/runs/far").status_code == 200 and run_status(client, "far") == "running",
+                 timeout=60, what="the other process to start the run")
+        r = client.post("/api/runs/far/cancel", json={"reason": "stop it"})
+        assert r.status_code == 202 and r.json() == {"run_id": "far", "cancelled": False, "reason": "stop it"}
+        out, err = driver.communicate(timeout=60)  # it reads the request at its next renewal (every 0.5 s)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 5, (out, err)
+    assert run_status(client, "far") == "cancelled"
+    assert client.get("/api/runs/far").json()["outcome"]["error"]["message"] == "stop it"
 
 
 def test_a_start_with_a_queue_enqueues_the_run_for_workers(serve: Serve, pg_dsn: str, pg_schema: str) -> None:

@@ -8,13 +8,16 @@ an exit code by `TetherGroup`, so no command needs its own try/except.
 from __future__ import annotations
 
 import importlib
+import shlex
 import sys
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
+from tether.cli.app import CommandLineError
 from tether.cli.shell import (
     EXIT_CODES_HELP,
     EXIT_USAGE,
@@ -22,6 +25,7 @@ from tether.cli.shell import (
     StoreOpt,
     console,
     fail,
+    one_line,
     read_store,
     store_url,
 )
@@ -37,8 +41,60 @@ COMMAND_MODULES = (
 )
 
 
+FLAG_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f"})
+"""Words someone may put after a flag (`--json true`); a flag takes no value, so they are stray arguments."""
+
+
+def plain_flags(params: Iterable[Any]) -> None:
+    """Show boolean options as plain flags in the help (`--json`, not `--json <bool>`).
+
+    typer's rich help prints every option's type, a flag's too, as if it took a value; an option's
+    metavar is shown instead of its type, and a flag never shows one otherwise, so an empty one hides it.
+    """
+    for param in params:
+        if isinstance(param, TyperOption) and (param.is_flag or param.count) and param.metavar is None:
+            param.metavar = ""
+
+
+def flag_value_hint(command: Any, ctx: Any, argv: list[str], message: str) -> str | None:
+    """For `tether --debug true runs`: a usage error whose stray word is a yes/no after a flag names the fix."""
+    flags = {
+        opt
+        for cmd in (command, *command.commands.values())
+        for p in cmd.get_params(ctx)
+        if isinstance(p, TyperOption) and p.is_flag
+        for opt in (*p.opts, *p.secondary_opts)
+    }
+    for i in range(1, len(argv)):
+        flag, word = argv[i - 1], argv[i]
+        if flag in flags and word.lower() in FLAG_WORDS and word in message:
+            fixed = shlex.join([*argv[:i], *argv[i + 1:]])
+            off = f" (leave {flag} out for off)" if word.lower() in ("false", "no", "off", "0", "n", "f") else ""
+            return f"{flag} is a flag and takes no value, so {word!r} is a stray argument; write: tether {fixed}{off}"
+    return None
+
+
 class TetherGroup(TyperGroup):
     """Runs a command; any error becomes one line on stderr and a non-zero exit (a traceback with --debug)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._argv: list[str] = []
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        self._argv = list(args)  # what was typed, for the usage-error hint
+        return super().make_context(info_name, args, parent, **extra)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        plain_flags(params)
+        return params
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            plain_flags(command.get_params(ctx))
+        return command
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -48,7 +104,8 @@ class TetherGroup(TyperGroup):
         except BrokenPipeError:  # `tether runs | head`: the reader left; nothing more to say
             raise typer.Exit(1) from None
         except typer.TyperException as exc:  # a usage error met while parsing the command's own arguments
-            fail(exc, code=EXIT_USAGE)
+            hint = flag_value_hint(self, ctx, self._argv, one_line(exc.format_message()))
+            fail(CommandLineError(hint) if hint else exc, code=EXIT_USAGE)
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise

@@ -108,6 +108,31 @@ class AgentSurface:
     ) -> Coroutine[Any, Any, Any]:
         """One agent invocation: a journaled, budgeted tool loop (see docs/agents.md).
 
+        Args:
+            prompt: The task, sent as the first user message; part of the agent's identity (unless `key`).
+            output: A pydantic model class or a JSON-schema dict: the reply is validated into it (re-prompted
+                twice on issues, then `schema-mismatch`). None: the output is the reply's text.
+            tools: `tether.Tool`s (`@tether.tool`, docs/tools.md) and MCP sources the model may call.
+            model: `"adapter:model"`, a list (the rest are fallbacks) or a `tether.ModelSpec`; default: the
+                profile's, else the workflow's, else the engine's `routing` for the `loop` role.
+            agent_type: A profile registered with `engine.profile(...)`: its model, tools, system prompt and
+                limits are the defaults here; grouped under it in `by_agent_type` costs.
+            key: Identity instead of the prompt: the journal matches on it, so the prompt may change freely.
+            label: A display name (events, spans, `tether tree`); never part of the identity.
+            est_cost: USD reserved at admission instead of the priced estimate of one turn.
+            max_turns: Model calls allowed (default 32, or the profile's); past it the agent settles `limit`.
+            max_output_tokens: The output limit of each call (the budget may clamp it lower).
+            tool_budget: A `tether.ToolBudget` capping this invocation's tool calls (docs/tool-budgets.md).
+            on_error: `"raise"` raises `AgentCallError` for a failed agent; `"none"` returns None and records
+                it in `outcome.dropped`. A budget refusal raises `BudgetExhaustedError` either way.
+            full: Return the whole `AgentResult` (status, usage, cost, error, ...) instead of the output.
+            system: The system prompt (default: the profile's).
+            exposure_wait: Under `max_in_flight_exposure_usd`, wait for in-flight calls to settle instead of
+                failing when the exposure cap is full.
+            isolation: `"worktree"`: every tool call runs in a disposable git worktree of `repo`; the patch
+                comes back in `AgentResult.artifacts["patch"]`. Part of the identity.
+            repo: The repository for `isolation="worktree"` (default: the working directory).
+
         It hands back `AgentCall.call`'s coroutine rather than awaiting it in a frame of its own: the
         same awaitable, one frame fewer per agent in flight (10,000 agents in flight, 6 MB less).
         """

@@ -1,4 +1,4 @@
-"""The write side of the API: resolve a suspension, cancel a run driven here, start a run of the app."""
+"""The write side of the API: resolve a suspension, cancel a run, start a run of the app."""
 
 from __future__ import annotations
 
@@ -64,21 +64,28 @@ def _no_open_suspension(run_id: str, key: str, entries: list[JournalEntry]) -> A
                     f"{open_keys or 'none'}", run_id=run_id, key=key, open=open_keys)
 
 
+SETTLED = ("ok", "error", "exhausted", "cancelled")
+
+
 async def cancel(call: Call) -> CancelResult:
-    """Cancel a run this server's engine drives; any other run answers 409 (it is driven elsewhere or settled)."""
+    """Cancel a run the way `tether cancel` does (`engine.cancel`), or stop it at once when it is driven here.
+
+    A run nothing drives (suspended, queued, or its driver died) is settled `cancelled` now; a run another
+    process drives gets the durable cancel request its driver reads at its next lease renewal
+    (`cancelled: false`: requested, not settled yet). A run that settled answers 409 `run-settled`.
+    """
     state, body = state_of(call), call.body
     assert isinstance(body, CancelRequest)
     live = state.driving(call.run_id)
-    if live is None:
-        meta, _ = await load_run(state, call.run_id)
-        if meta.status == "running":
-            raise ApiError(409, "driven-elsewhere", f"run {call.run_id!r} is driven by another process, not by this "
-                           f"server; cancel it where it runs (this server cancels only runs its own engine drives)",
-                           run_id=call.run_id, status=meta.status)
-        raise ApiError(409, "run-settled", f"run {call.run_id!r} already settled {meta.status!r}; there is nothing "
-                       f"to cancel", run_id=call.run_id, status=meta.status)
-    live.handle.cancel(body.reason)
-    return CancelResult(run_id=call.run_id, reason=body.reason)
+    if live is not None:
+        live.handle.cancel(body.reason)
+        return CancelResult(run_id=call.run_id, reason=body.reason)
+    meta, _ = await load_run(state, call.run_id)
+    if meta.status in SETTLED:
+        raise ApiError(409, "run-settled", f"run {call.run_id!r} already finished {meta.status!r}; there is nothing "
+                       f"to cancel (a suspended run can be cancelled)", run_id=call.run_id, status=meta.status)
+    result = await state.engine.cancel(call.run_id, body.reason)  # a race with its settling is a 409 (sealed)
+    return CancelResult(run_id=call.run_id, cancelled=result == "cancelled", reason=body.reason)
 
 
 async def start(call: Call) -> StartResult | Response:

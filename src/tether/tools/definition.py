@@ -195,7 +195,15 @@ def tool(
     read_paths: Iterable[str] = (),
     env: Iterable[str] | Mapping[str, str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a `Tool` of a typed function, bare (`@tool`) or with options (`@tool(name=...)`)."""
+    """Make a `Tool` of a typed function, bare (`@tool`) or with options (`@tool(name=...)`).
+
+    Options (each explained in docs/tools.md): `name`, `description` (default: the function's name and
+    docstring summary), `version` (bump to re-run journaled agents that used it), `needs_approval` (a
+    human allows each call), `idempotent` (safe to re-dispatch after a crash), `parallel_safe` (may run
+    concurrently with neighbouring calls), `executor` (`inprocess`, `subprocess`, `sandbox`, `container`
+    or an executor), `timeout_s`, `units` (its cost under a `ToolUnits` budget), `read_paths` (extra
+    read-only paths in the sandbox) and `env` (names to copy, or values to set, in its environment).
+    """
 
     def build(f: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
