@@ -9,7 +9,7 @@ from typing import Any
 from tether.agents.host import AgentSpec, ResolvedModel
 from tether.agents.state import LoopState
 from tether.contracts.errors import BudgetExhaustedError
-from tether.contracts.events import AgentScoped, event_of
+from tether.contracts.events import AgentScoped
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
 from tether.contracts.usage import Usage
@@ -44,7 +44,7 @@ class HostDouble:
         self._on_emit = on_emit
 
     async def load_checkpoint(self) -> LoopState | None:
-        return None if self.stored is None else self.stored.model_copy(deep=True)
+        return None if self.stored is None else LoopState.model_validate_json(self.stored.model_dump_json())
 
     async def save_checkpoint(self, state: LoopState) -> None:
         snapshot = LoopState.model_validate_json(state.model_dump_json())
@@ -69,13 +69,7 @@ class HostDouble:
         self.executed.append((tool.name, args, call_id, ordinal))
         return await tool.call(args)
 
-    def emit(self, event: AgentScoped | str | type[AgentScoped], /, **fields: Any) -> None:
-        if isinstance(event, type):  # the hot form: validated here, so every loop test checks its fields
-            event = event(**fields)
-        elif isinstance(event, str):  # the old call shape, validated like the engine's host does
-            built = event_of(event, **fields)
-            assert isinstance(built, AgentScoped)
-            event = built
+    def emit(self, event: AgentScoped, /) -> None:
         self.events.append((event.type, event))
         if self._on_emit is not None:
             self._on_emit(event.type, event)

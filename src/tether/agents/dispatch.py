@@ -340,8 +340,8 @@ class Dispatcher:
         call = self.state.provider_calls
         try:
             await self.host.record_dispatch(model.ref, est_input, clamp)  # durable before the request leaves
-            self.host.emit(ModelStart, call=call, model=model.ref, provider=model.adapter.id, max_tokens=clamp,
-                           stage=stage)
+            self.host.emit(ModelStart(call=call, model=model.ref, provider=model.adapter.id, max_tokens=clamp,
+                                      stage=stage))
             streamed = await self._consume(model, request, cut)
         finally:
             cut.close()
@@ -350,10 +350,10 @@ class Dispatcher:
             if release is not None:
                 release()
         result = self._settle(model, streamed, stage)
-        self.host.emit(
-            ModelEnd, call=call, model=model.ref, provider=model.adapter.id, status=result.status, usage=streamed.usage,
+        self.host.emit(ModelEnd(
+            call=call, model=model.ref, provider=model.adapter.id, status=result.status, usage=streamed.usage,
             finish_reason=result.finish_reason, max_tokens=clamp, error=result.error,
-        )
+        ))
         result.tier = tier
         result.output_limit, result.budget_clamped = clamp, clamp < self._natural_limit(model)
         return result
@@ -410,7 +410,7 @@ class Dispatcher:
         if isinstance(event, TextDelta):
             out.text.append(event.text)
             so_far = self.state.usage + out.fed
-            self.host.emit(AgentStream, call=self.state.provider_calls, model=model.ref, text=event.text, usage=so_far)
+            self.host.emit(AgentStream(call=self.state.provider_calls, model=model.ref, text=event.text, usage=so_far))
         elif isinstance(event, ToolCallEnd):
             out.calls.append(event)
         elif isinstance(event, RawPartEvent):

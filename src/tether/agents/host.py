@@ -108,12 +108,11 @@ class LoopHost(Protocol):
     ) -> Any:
         """Run a validated tool call through its executor and the effect ledger; raise on failure."""
 
-    def emit(self, event: AgentScoped | type[AgentScoped], /, **fields: Any) -> None:
+    def emit(self, event: AgentScoped, /) -> None:
         """Telemetry only (the typed agent, model and tool events); never journaled.
 
-        The host fills the agent's ids, its span ids and its live cost; the loop fills the rest. The loop
-        passes a built event, or, for the events every agent emits, the class and its fields
-        (`emit(ModelEnd, status=...)`), so that a host may skip building a model nobody sees.
+        The loop builds the event with what it knows; the host fills the agent's ids, its span ids and its
+        live cost, and emits it.
         """
 
     async def sleep(self, seconds: float) -> None:

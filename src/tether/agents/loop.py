@@ -24,9 +24,8 @@ from tether.agents.structured import (
 )
 from tether.agents.tool_budget import ToolBudgetGate
 from tether.agents.toolcalls import ToolRunner
-from tether.contracts.compact import compact
 from tether.contracts.errors import BudgetExhaustedError, ConfigError
-from tether.contracts.events import AgentEnd, AgentFailed, AgentStart, SchemaIssue, SchemaRetry, lean_event
+from tether.contracts.events import AgentEnd, AgentFailed, AgentStart, SchemaIssue, SchemaRetry
 from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, AgentStatus, Stage
@@ -61,25 +60,25 @@ async def run_agent(
         restored = None  # a checkpoint this version cannot read is never trusted: start over
     state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening)
     state.model_index = min(state.model_index, len(spec.models) - 1)
-    host.emit(
-        AgentStart, label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
+    host.emit(AgentStart(
+        label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
         resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000],
-    )
+    ))
     loop = _AgentLoop(spec, host, hooks, state, signal)
     result = await loop.run()
     if result.error is not None:
         host.emit(AgentFailed(status=result.status, error=result.error))
-    host.emit(AgentEnd, **end_fields(result, reason=loop.stop_reason, provider_calls=state.provider_calls))
+    host.emit(end_event(result, reason=loop.stop_reason, provider_calls=state.provider_calls))
     return result
 
 
 def end_event(result: AgentResult, *, reason: str | None = None, provider_calls: int = 0) -> AgentEnd:
     """The `agent:end` of a settled invocation (the host adds its ids and journaled cost)."""
-    return lean_event(AgentEnd, **end_fields(result, reason=reason, provider_calls=provider_calls))
+    return AgentEnd(**end_fields(result, reason=reason, provider_calls=provider_calls))
 
 
 def end_fields(result: AgentResult, *, reason: str | None = None, provider_calls: int = 0) -> dict[str, Any]:
-    """The fields of `end_event(result, ...)`, for `host.emit(AgentEnd, **fields)`."""
+    """The fields of `end_event(result, ...)`."""
     return {
         "status": result.status, "output": output_summary(result.output), "usage": result.usage,
         "cost_usd": result.cost_usd, "turns": result.turns, "served_by": result.served_by,
@@ -365,7 +364,7 @@ class _AgentLoop:
         self.stop_reason = reason or status
         state = self.state
         limited = status == "limit" and self.stop_reason == "tool-budget"
-        return compact(AgentResult(  # values inline: held until the terminal is durable, at 10,000 agents too
+        return AgentResult(
             status=status,
             output=output,
             usage=state.usage,
@@ -375,7 +374,7 @@ class _AgentLoop:
             finish_reason=state.finish_reason,
             error=error,
             tool_budget=self.gate.summary(limited=limited),
-        ))
+        )
 
 
 def _issue(issue: Issue) -> SchemaIssue:

@@ -2,40 +2,41 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from tether.contracts.compact import compact, set_field
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
+from tether.contracts.records import Record
 from tether.contracts.stream import FinishReason
 from tether.contracts.usage import ZERO_USAGE, Usage
 
 CHECKPOINT_VERSION = 1
 
 
-class PendingBatch(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class PendingBatch(Record):
     """The tool calls of a turn not finished yet: a resume runs only the calls without a result."""
 
     turn: int
     calls: list[ToolCallPart]
     first_ordinal: int
     """Call `i` of the batch dispatches with ordinal `first_ordinal + i` (stable across resumes)."""
-    results: dict[str, ToolResultPart] = Field(default_factory=dict)
+    results: dict[str, ToolResultPart] = field(default_factory=dict)
     """Results already produced, by call id."""
-    approved: dict[str, bool] = Field(default_factory=dict)
+    approved: dict[str, bool] = field(default_factory=dict)
     """Human answers already received, by call id."""
 
 
-class ToolBudgetState(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class ToolBudgetState(Record):
     """The tool budget's counters; riding the checkpoint is what keeps notices from re-firing."""
 
     units_used: float = 0.0
     grants: int = 0
     """Extension grants in effect (each one a journaled `tool-grant` decision)."""
-    notices_fired: list[float] = Field(default_factory=list)
+    notices_fired: list[float] = field(default_factory=list)
     window_entered: bool = False
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     """Grant and window announcements waiting for the batch boundary."""
     expired: Literal["max_tool_calls", "tool_units"] | None = None
     """Set at expiry: the loop settles `limit` (after the reserve summary turn when configured)."""
@@ -43,8 +44,10 @@ class ToolBudgetState(BaseModel):
     reserve_used: bool = False
 
 
-class LoopState(BaseModel):
-    """Everything the loop needs to continue an invocation; mutated in place between checkpoints."""
+@dataclass(slots=True, kw_only=True)
+class LoopState(Record):
+    """Everything the loop needs to continue an invocation; mutated in place between checkpoints (a plain
+    slotted dataclass: the loop assigns a dozen fields a turn, and 10,000 agents in flight hold one each)."""
 
     version: int = CHECKPOINT_VERSION
     messages: list[Message]
@@ -54,7 +57,7 @@ class LoopState(BaseModel):
     provider_calls: int = 0
     """Wire attempts, retries and failovers included."""
     usage: Usage = ZERO_USAGE  # frozen: one shared zero, replaced (never mutated) as usage adds up
-    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
+    usage_by_model: dict[str, Usage] = field(default_factory=dict)
     served_by: str | None = None
     model_index: int = 0
     """Index into `AgentSpec.models` of the model in use (failover is sticky for the invocation)."""
@@ -74,18 +77,9 @@ class LoopState(BaseModel):
     pauses: int = 0
     """Paused replies in a row that were continued (bounded by `MAX_PAUSE_CONTINUATIONS`)."""
     pending: PendingBatch | None = None
-    tool_budget: ToolBudgetState = Field(default_factory=ToolBudgetState)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        # The loop assigns a dozen fields a turn; this model validates no assignment (`set_field`).
-        if name in LoopState.__pydantic_fields__:
-            set_field(self, name, value)
-        else:
-            super().__setattr__(name, value)
+    tool_budget: ToolBudgetState = field(default_factory=ToolBudgetState)
 
     @classmethod
     def start(cls, prompt: str, opening: Message | None = None) -> LoopState:
         """A fresh invocation's state: its transcript is `opening` (the prompt as the user's message)."""
-        # Compact (values inline): a run with 10,000 agents in flight holds 10,000 of these.
-        state = cls(messages=[opening or Message.text("user", prompt)], tool_budget=compact(ToolBudgetState()))
-        return compact(state, fields_set={"messages"})
+        return cls(messages=[opening or Message.text("user", prompt)])

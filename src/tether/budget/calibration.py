@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tether.contracts.entries import JournalEntry, extra
+from tether.contracts.entries import JournalEntry
 
 
 class InputCalibration:
@@ -30,7 +30,7 @@ class InputCalibration:
         for e in entries:
             if e.kind == "decision" and isinstance(e.value, dict) and e.value.get("decision") == "dispatch":
                 found._keep(e.value.get("model"), e.value.get("input_overhead"))
-            elif e.kind == "tree" and isinstance(learned := extra(e, "input_overhead"), dict):
+            elif e.kind == "tree" and isinstance(learned := e.input_overhead, dict):
                 for model, overhead in learned.items():
                     found._keep(model, overhead)
         return found

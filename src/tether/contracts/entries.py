@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from dataclasses import dataclass, fields, replace
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import to_json
 
+from tether.contracts.records import Record
 from tether.contracts.usage import Usage
 
 HASH_VERSION = 1
@@ -27,10 +31,17 @@ MetaStatus = Literal["queued", "running", "ok", "error", "cancelled", "exhausted
 SETTLED_STATUSES = frozenset({"ok", "error", "cancelled", "exhausted", "suspended"})
 
 
-class JournalEntry(BaseModel):
-    """One journal record. Unknown fields written by newer versions are kept untouched."""
+@dataclass(slots=True, kw_only=True)
+class JournalEntry(Record):
+    """One journal record, as every store persists it (the JSON form is `to_json_dict()`).
 
-    model_config = ConfigDict(extra="allow")
+    A plain slotted dataclass: the engine builds a few per call and keeps every one of a run in memory,
+    so it holds its values and nothing else. It is validated and serialized by one adapter at the store
+    boundary (`tether.stores.codec`); members a newer version wrote that this one does not know are kept
+    in `unknown` and written back as they were. `seq` is assigned once, when the entry is numbered.
+    """
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # the fast decode: an unknown member takes the slow path
 
     seq: int | None = None
     ref: int | None = None
@@ -59,19 +70,101 @@ class JournalEntry(BaseModel):
     span_id: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    # -- what an agent's terminal and its turn draws carry for the cost folds (`journal.cost`) --------------
+    costs: dict[str, float] | None = None
+    """USD per model: a terminal's priced tally, a turn draw's."""
+    orphaned: dict[str, float] | None = None
+    """A terminal's calls a crash cut off, at their worst case, per model."""
+    orphaned_usd: float | None = None
+    cut: list[int] | None = None
+    """The numbers of the dispatches `orphaned` charges."""
+    unpriced: dict[str, Usage] | None = None
+    """A terminal's usage of models without a price row."""
+    from_call: int | None = None
+    """A turn draw settles the invocation's dispatches `from_call` .. `through`."""
+    through: int | None = None
+    input_overhead: dict[str, int] | None = None
+    """The input tokens per model the run has learned models bill beyond its estimates (a draw's)."""
+    unknown: Annotated[dict[str, Any] | None, Field(exclude=True, repr=False)] = None
+    """Members this version does not know (a newer one wrote them), written back untouched."""
+
+    def __post_init__(self) -> None:
+        # Values of the fields typed float are floats, as a store reads them back (a clock or a tally may hand an
+        # int): the same entry serializes to the same bytes whichever way it was built.
+        if type(self.cost_usd) is int:
+            self.cost_usd = float(self.cost_usd)
+        if type(self.started_at) is int:
+            self.started_at = float(self.started_at)
+        if type(self.ended_at) is int:
+            self.ended_at = float(self.ended_at)
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        """The entry as JSON data, unset members left out (what a store holds, minus the checksum)."""
+        return _entry_json_dict(self)
+
+    def model_dump(
+        self, *, mode: Literal["json", "python"] = "python", include: set[str] | None = None,
+        exclude: set[str] | None = None, exclude_none: bool = False,
+    ) -> dict[str, Any]:
+        """The entry's members as a dict (`mode="json"`: JSON values), unknown members included."""
+        data = super(JournalEntry, self).model_dump(mode=mode, include=include, exclude=exclude,
+                                                    exclude_none=exclude_none)
+        data.update({k: v for k, v in (self.unknown or {}).items()
+                     if (include is None or k in include) and not (exclude and k in exclude)})
+        return data
+
+    def model_dump_json(self, *, exclude_none: bool = True) -> str:
+        """The entry as compact JSON, unset members left out (the bytes a store writes, minus the checksum)."""
+        return entry_bytes(self).decode() if exclude_none else super(JournalEntry, self).model_dump_json()
+
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> JournalEntry:
+        """A copy with `update` applied (`dataclasses.replace`)."""
+        return replace(self, **(update or {}))
+
+    @classmethod
+    def model_validate(cls, data: Any) -> JournalEntry:
+        """An entry from JSON data (a dict); unknown members are kept in `unknown`."""
+        if isinstance(data, JournalEntry):
+            return data
+        return entry_from_dict(data)
+
+    @classmethod
+    def model_validate_json(cls, text: str | bytes) -> JournalEntry:
+        """An entry from its JSON text; unknown members are kept in `unknown`."""
+        return entry_from_dict(json.loads(text))  # (the stores decode through `tether.stores.codec`)
 
 
-def extra(entry: JournalEntry, name: str) -> Any:
-    """A member of `entry` beyond its declared fields (what an envelope or a newer version added), or None.
+ENTRY: TypeAdapter[JournalEntry] = JournalEntry.adapter()
+"""The one adapter that validates and serializes journal entries."""
+FIELDS: frozenset[str] = frozenset(f.name for f in fields(JournalEntry)) - {"unknown"}
 
-    Read from the extras dict: `getattr(entry, name, None)` takes pydantic's Python `__getattr__` and,
-    for a member the entry lacks, an exception, and the cost folds ask this of every entry.
-    """
-    extras = entry.__pydantic_extra__
-    return extras.get(name) if extras else None
+
+def entry_from_dict(data: Any) -> JournalEntry:
+    """Validate a dict as an entry; members this version does not know go to `unknown`."""
+    if not isinstance(data, dict):
+        return ENTRY.validate_python(data)  # raises the adapter's ValidationError
+    unknown = {k: v for k, v in data.items() if k not in FIELDS}
+    if not unknown:
+        return ENTRY.validate_python(data)
+    entry = ENTRY.validate_python({k: v for k, v in data.items() if k in FIELDS})
+    entry.unknown = unknown
+    return entry
+
+
+def entry_bytes(entry: JournalEntry) -> bytes:
+    """The entry as compact JSON: its set members in declaration order, then the unknown ones as they were."""
+    body = ENTRY.dump_json(entry, exclude_none=True)
+    if not entry.unknown:
+        return body
+    tail = to_json(entry.unknown)  # `{...}`: its members follow the declared ones
+    return body[:-1] + b"," + tail[1:] if len(tail) > 2 else body
+
+
+def _entry_json_dict(entry: JournalEntry) -> dict[str, Any]:
+    data: dict[str, Any] = ENTRY.dump_python(entry, mode="json", exclude_none=True)
+    if entry.unknown:
+        data.update(entry.unknown)
+    return data
 
 
 class RunMeta(BaseModel):

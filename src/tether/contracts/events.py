@@ -1,18 +1,23 @@
 """Telemetry events (never journaled), the agent-tree audit `AgentEvent` and `ToolEffectRecord`.
 
-One pydantic model per event type, a discriminated union on `type` (`Event`). Emitters build the
-model (a wrong field is a type error); the run's event stream stamps the envelope (`run_id`, `seq`,
-`ts`). docs/observability.md lists every type and field.
+One slotted pydantic dataclass per event type (`@event`), validated as it is built (a wrong field or
+value is an error where the event is made), and a discriminated union on `type` (`Event`) derived from
+the one list of them. Emitters build the event and hand it to the run's stream, which fills the
+envelope (`run_id`, `seq`, `ts`, the span when none is set) as it takes it over. docs/observability.md
+lists every type and field.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NamedTuple, TypeAlias, TypedDict, TypeVar
+from dataclasses import field
+from typing import Annotated, Any, Literal, TypeAlias, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic.dataclasses import dataclass
 
 from tether.contracts.entries import EntryStatus, RunStatus
 from tether.contracts.errors import TetherError
+from tether.contracts.records import Record, documented
 from tether.contracts.results import AgentError, AgentStatus, Stage, ToolBudgetSummary
 from tether.contracts.stream import FinishReason
 from tether.contracts.usage import Usage
@@ -69,10 +74,15 @@ class EventLogError(TetherError):
 # -- the envelope -------------------------------------------------------------------------------
 
 
-class BaseEvent(BaseModel):
-    """The envelope every event carries. Emitters leave `run_id`, `seq` and `ts` unset: the stream stamps them."""
+EVENT_CONFIG = ConfigDict(extra="forbid")
+"""Every event is a slotted pydantic dataclass (`@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)`
+over `@documented`): validated as it is built, its fields documented in place (subclasses inherit them)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
+class BaseEvent(Record):
+    """The envelope every event carries. Emitters leave `run_id`, `seq` and `ts` unset: the stream fills them."""
 
     type: str
     """The event type, e.g. `agent:end`: the union's discriminator."""
@@ -91,15 +101,14 @@ class BaseEvent(BaseModel):
     """Served from the journal (a replay), not done live: no provider call, no spend."""
 
     @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        # Each model narrows `type` to its literal; the discriminator keeps the envelope's description.
-        super().__pydantic_init_subclass__(**kwargs)
-        field = cls.model_fields["type"]
-        if field.description is None:
-            field.description = BaseEvent.model_fields["type"].description
-            cls.model_rebuild(force=True)
+    def field_infos(cls) -> dict[str, Any]:
+        """The event's fields (pydantic `FieldInfo`s, with their descriptions), by name."""
+        found: dict[str, Any] = cls.__pydantic_fields__  # type: ignore[attr-defined]
+        return found
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class BudgetFigures(BaseEvent):
     """Spend against the run's USD ceiling and the agent tree's token ceiling, at the moment of the event."""
 
@@ -134,6 +143,8 @@ class Figures(TypedDict):
     remaining_tokens: int | None
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class AgentScoped(BaseEvent):
     """An event of one agent invocation; the engine fills `agent_id`, `label` and `depth`."""
 
@@ -145,6 +156,8 @@ class AgentScoped(BaseEvent):
     """Depth in the agent tree: agents the workflow starts are at 1."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class TreeRow(BaseEvent):
     """The fields of the `AgentEvent` row the same fact journals (seed 003)."""
 
@@ -170,13 +183,15 @@ class TreeRow(BaseEvent):
     def row(self) -> AgentEvent:
         """This fact as the `AgentEvent` row `engine.agent_events(run_id)` returns."""
         kind = {"spawn": "spawn", "spawn:refused": "spawn_refused"}.get(self.type, "budget_draw")
-        fields = self.model_dump(include=set(AgentEvent.model_fields))
-        return AgentEvent.model_validate({**fields, "kind": kind})
+        values = {name: getattr(self, name) for name in AgentEvent.model_fields if name != "kind"}
+        return AgentEvent.model_validate({**values, "kind": kind})
 
 
 # -- the run ----------------------------------------------------------------------------------
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class RunStart(BudgetFigures):
     """A segment of a run started (a new run, or a resume); figures include spend restored from the journal."""
 
@@ -189,6 +204,8 @@ class RunStart(BudgetFigures):
     """The containment's agent cap, if any."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class RunEnd(BudgetFigures):
     """The segment settled: its status, cost and what it replayed."""
 
@@ -209,7 +226,7 @@ class RunEnd(BudgetFigures):
     """Calls the journal did not hold (run live)."""
     reruns: int = 0
     """Journaled calls run again (cancelled, transport errors, redispatches)."""
-    pending: list[str] = []
+    pending: list[str] = field(default_factory=list)
     """Open suspension keys (`suspended` and `exhausted` runs)."""
     error_type: str | None = None
     """The error's type name when the run settled `error` or `cancelled`."""
@@ -217,6 +234,8 @@ class RunEnd(BudgetFigures):
     """The error's message."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class PhaseStart(BaseEvent):
     """`async with ctx.phase(name)` was entered."""
 
@@ -225,6 +244,8 @@ class PhaseStart(BaseEvent):
     """The phase name."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class PhaseEnd(BaseEvent):
     """A phase's block was left."""
 
@@ -235,6 +256,8 @@ class PhaseEnd(BaseEvent):
     """The exception type that left the block, if one did."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class LogLine(BaseEvent):
     """`ctx.log(level, msg, **fields)`: telemetry only, never journaled."""
 
@@ -243,10 +266,12 @@ class LogLine(BaseEvent):
     """The level as given (`info`, `warning`, ...)."""
     msg: str
     """The message."""
-    fields: dict[str, JsonValue] = {}
+    fields: dict[str, JsonValue] = field(default_factory=dict)
     """The keyword fields passed to `ctx.log` (JSON values)."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class RunWarning(BaseEvent):
     """Something the run wants you to know but did not stop for; also on the `tether` logger."""
 
@@ -255,6 +280,8 @@ class RunWarning(BaseEvent):
     """The warning, with what to do about it."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ChildStart(BaseEvent):
     """A child workflow (`ctx.workflow`) started."""
 
@@ -267,6 +294,8 @@ class ChildStart(BaseEvent):
     """The child's sub-account ceiling; None without one."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ChildEnd(BaseEvent):
     """A child workflow settled (or was served from the journal)."""
 
@@ -277,6 +306,8 @@ class ChildEnd(BaseEvent):
     """How the child settled (`ok`, `error`, `limit`, `cancelled`, `exhausted`)."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ExternalWaiting(BaseEvent):
     """A branch parked on `ctx.await_external(key)`."""
 
@@ -288,6 +319,8 @@ class ExternalWaiting(BaseEvent):
 # -- budgets ----------------------------------------------------------------------------------
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class BudgetUpdate(BudgetFigures):
     """A live debit: what one provider call's usage just cost, and the run's figures after it."""
 
@@ -300,12 +333,16 @@ class BudgetUpdate(BudgetFigures):
     """The agent whose call was billed."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class BudgetDraw(TreeRow):
     """One model turn's draw on the shared ceilings (one `budget_draw` row per turn)."""
 
     type: Literal["budget:draw"] = "budget:draw"
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class BudgetRefused(BudgetFigures):
     """Admission refused an invocation: its reserve does not fit under a ceiling."""
 
@@ -325,12 +362,16 @@ class BudgetRefused(BudgetFigures):
 # -- agents -----------------------------------------------------------------------------------
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class AgentQueued(AgentScoped):
     """An invocation waits for a slot of its depth level (`max_concurrent`)."""
 
     type: Literal["agent:queued"] = "agent:queued"
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class AgentStart(AgentScoped):
     """An agent invocation started (or was served from the journal, `replayed`)."""
 
@@ -351,6 +392,8 @@ class AgentStart(AgentScoped):
     """The prompt (first 2,000 characters); exporters record it only when asked to capture content."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class AgentEnd(AgentScoped):
     """An agent invocation settled; `cost_usd` equals the journaled terminal's cost."""
 
@@ -381,6 +424,8 @@ class AgentEnd(AgentScoped):
     """The agent that spawned it; None for agents the workflow started."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class AgentFailed(AgentScoped):
     """An invocation settled with an error (just before its `agent:end`)."""
 
@@ -404,16 +449,20 @@ class SchemaIssue(BaseModel):
     """pydantic's error type."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class SchemaRetry(AgentScoped):
     """A structured output failed validation; the model is asked again with the issues."""
 
     type: Literal["agent:schema-retry"] = "agent:schema-retry"
     attempt: int
     """Which re-prompt this is (1, 2, ...)."""
-    issues: list[SchemaIssue] = []
+    issues: list[SchemaIssue] = field(default_factory=list)
     """What failed validation."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class AgentStream(AgentScoped):
     """A text delta of a model reply, with the invocation's usage and cost so far."""
 
@@ -430,6 +479,8 @@ class AgentStream(AgentScoped):
     """The invocation's live cost so far, USD."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ModelStart(AgentScoped):
     """A provider call left (one per attempt: retries and failovers are calls too)."""
 
@@ -446,6 +497,8 @@ class ModelStart(AgentScoped):
     """Which dispatch: `loop`, `extract`, `reserve-summary`, ..."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ModelEnd(AgentScoped):
     """A provider call settled (or, `replayed`, the journaled usage of a model served from the journal)."""
 
@@ -472,6 +525,8 @@ class ModelEnd(AgentScoped):
     """How many provider calls this event stands for (a replay folds a model's calls into one)."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ToolStart(AgentScoped):
     """A validated, permitted tool call is about to execute."""
 
@@ -482,10 +537,12 @@ class ToolStart(AgentScoped):
     """The engine-minted tool-call id (`call_<turn>_<index>`)."""
     ordinal: int | None = None
     """The call's ordinal within the invocation (the effect ledger's idempotency key uses it)."""
-    args: dict[str, JsonValue] = {}
+    args: dict[str, JsonValue] = field(default_factory=dict)
     """The validated arguments."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ToolEnd(AgentScoped):
     """A tool call ended: executed, or refused/skipped before executing."""
 
@@ -508,6 +565,8 @@ class ToolEnd(AgentScoped):
     """The result text the model reads (first 1,000 characters)."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class ApprovalPending(AgentScoped):
     """A tool call waits for a human's approval (`resolve_external(key, "allow")`)."""
 
@@ -524,12 +583,16 @@ class ApprovalPending(AgentScoped):
     """The provider calls it made so far."""
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class Spawn(TreeRow):
     """An agent spawned a child (`spawn_agent`)."""
 
     type: Literal["spawn"] = "spawn"
 
 
+@dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)
+@documented
 class SpawnRefused(TreeRow):
     """The containment boundary refused a spawn; `detail` is the cap label."""
 
@@ -545,17 +608,13 @@ Event: TypeAlias = Annotated[
     | ToolStart | ToolEnd | ApprovalPending | Spawn | SpawnRefused,
     Field(discriminator="type"),
 ]
-"""Any telemetry event; `event.type` tells which model it is."""
+"""Any telemetry event; `event.type` tells which model it is. The one list of them: the tables below are
+derived from it."""
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 EVENT_TYPES: dict[str, type[BaseEvent]] = {
-    cls.model_fields["type"].default: cls
-    for cls in (
-        RunStart, RunEnd, PhaseStart, PhaseEnd, LogLine, RunWarning, ChildStart, ChildEnd, ExternalWaiting,
-        BudgetUpdate, BudgetDraw, BudgetRefused, AgentQueued, AgentStart, AgentEnd, AgentFailed, SchemaRetry,
-        AgentStream, ModelStart, ModelEnd, ToolStart, ToolEnd, ApprovalPending, Spawn, SpawnRefused,
-    )
+    cls.field_infos()["type"].default: cls for cls in get_args(get_args(Event)[0])
 }
 """Every event type and its model."""
 
@@ -565,89 +624,13 @@ EventType = Literal[
     "agent:end", "agent:error", "agent:schema-retry", "agent:stream", "model:start", "model:end", "tool:start",
     "tool:end", "approval:pending", "spawn", "spawn:refused",
 ]
-
-
-def event_of(type: str, **fields: Any) -> BaseEvent:
-    """Build the typed event of `type` from keyword fields, validated (an unknown field is an error).
-
-    The old `emit("agent:end", status=...)` call shape goes through here; new code builds the model.
-    """
-    cls = EVENT_TYPES.get(type)
-    if cls is None:
-        raise ValueError(f"unknown event type {type!r}; known: {', '.join(sorted(EVENT_TYPES))}")
-    return cls.model_validate({**fields, "type": type})
+"""Every event type, for type checkers (a literal must be spelled out; the import check below keeps it
+the union's)."""
+if set(get_args(EventType)) != set(EVENT_TYPES):  # pragma: no cover - a mismatch is a bug found at import
+    raise TypeError(f"EventType and the Event union differ: {set(get_args(EventType)) ^ set(EVENT_TYPES)}")
 
 
 def matches(pattern: str, type: str) -> bool:
     """`"*"` matches everything, `"agent:*"` every agent event, anything else one type."""
     return pattern in ("*", type) or (pattern.endswith(":*") and type.startswith(pattern[:-1]))
 
-
-# -- the engine's hot events, built without validating them again ----------------------------------------
-
-
-E = TypeVar("E", bound=BaseEvent)
-_put = object.__setattr__
-
-
-class LeanEvents:
-    """Builds an event of one of the few types every agent emits, from values the engine already holds in
-    their declared types: the instance pydantic would build, without validating it again.
-
-    Six events an agent, each validated in about as long as it takes to emit it. Ints given to a field
-    typed `float` become floats, as validation makes them; anything else goes in as it is. A type not in
-    the table, an unknown field or a missing required one is built by pydantic itself (and raises as it
-    would). Every test checks each event built here against pydantic's own (tests/conftest.py).
-    """
-
-    __slots__ = ("_layouts",)
-
-    def __init__(self, types: tuple[type[BaseEvent], ...]) -> None:
-        self._layouts = {cls: _lean_layout(cls) for cls in types}
-
-    def __call__(self, cls: type[E], /, **fields: Any) -> E:
-        state = self.state(cls, fields)
-        if state is None:
-            return cls(**fields)
-        event = cls.__new__(cls)
-        _put(event, "__dict__", state)
-        _put(event, "__pydantic_fields_set__", set(fields))
-        _put(event, "__pydantic_extra__", None)
-        _put(event, "__pydantic_private__", None)
-        return event
-
-    def state(self, cls: type[BaseEvent], fields: dict[str, Any]) -> dict[str, Any] | None:
-        """The `__dict__` pydantic would give `cls(**fields)` (every field, in declaration order; `fields` is
-        taken over: ints in float fields become floats in it), or None for what only pydantic may build."""
-        layout = self._layouts.get(cls)
-        if layout is None or not fields.keys() <= layout.names or not layout.required <= fields.keys():
-            return None
-        for name in fields.keys() & layout.floats:
-            if type(fields[name]) is int:
-                fields[name] = float(fields[name])
-        return layout.template | fields
-
-
-class _Layout(NamedTuple):
-    template: dict[str, Any]
-    """Every field in declaration order, with its default (None in place of a required one)."""
-    names: frozenset[str]
-    required: frozenset[str]
-    floats: frozenset[str]
-
-
-def _lean_layout(cls: type[BaseEvent]) -> _Layout:
-    fields = cls.model_fields
-    template = {n: None if f.is_required() else f.get_default(call_default_factory=True) for n, f in fields.items()}
-    if any(isinstance(v, list | dict | set) for v in template.values()):
-        raise TypeError(f"{cls.__name__} has a mutable default: it cannot share one template")
-    return _Layout(
-        template,
-        frozenset(fields),
-        frozenset(n for n, f in fields.items() if f.is_required()),
-        frozenset(n for n, f in fields.items() if f.annotation in (float, float | None)),
-    )
-
-
-lean_event = LeanEvents((AgentStart, AgentEnd, ModelStart, ModelEnd, AgentStream, BudgetDraw))
-"""`lean_event(AgentEnd, status=..., ...)`: see `LeanEvents`."""

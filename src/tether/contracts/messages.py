@@ -6,8 +6,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.contracts.compact import compact
-
 
 class TextPart(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -55,7 +53,7 @@ class Message(BaseModel):
 
     @classmethod
     def text(cls, role: Literal["system", "user", "assistant"], text: str) -> Message:
-        return compact(cls(role=role, parts=(compact(TextPart(text=text)),)))  # values inline: kept per agent
+        return cls(role=role, parts=(TextPart(text=text),))
 
     @property
     def text_content(self) -> str:

@@ -17,7 +17,7 @@ from tether.agents.loop import end_event, run_agent
 from tether.budget.accounts import Hold
 from tether.budget.admission import admit, check_spawn_cap, raise_hint, reserve_usd
 from tether.budget.hooks import AccountHooks, unpriced_refusal
-from tether.contracts.entries import JournalEntry, extra
+from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
 from tether.contracts.messages import Message
@@ -221,7 +221,7 @@ class AgentCall:
             self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
                 key = _budget_refusal_key(k)
-                await seg.append(seg.tree.entry(
+                await seg.append(JournalEntry(
                     kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
                     label="budget-refusal", phase=frame.phase, started_at=seg.engine.clock(),
                     value={"decision": "budget-refusal", "account": exc.data.get("account"), "message": exc.message,
@@ -357,7 +357,7 @@ class AgentCall:
 
     def _running_entry(self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str) -> JournalEntry:
         seg = self.seg
-        return self.seg.tree.entry(
+        return JournalEntry(
             kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
             label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
             agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(),
@@ -389,7 +389,7 @@ class AgentCall:
     def _terminal(self, frame: Frame, running: JournalEntry, result: AgentResult, hooks: AccountHooks) -> JournalEntry:
         error = result.error.model_dump(exclude_none=True) if result.error else None
         memoized = result.status == "limit" or (result.error is not None and result.error.kind in MEMOIZED_ERROR_KINDS)
-        return self.seg.tree.entry(
+        return JournalEntry(
             kind="agent",
             ref=running.seq,
             scope=running.scope,
@@ -414,7 +414,7 @@ class AgentCall:
             orphaned=hooks.orphaned or None,
             orphaned_usd=round(hooks.orphaned_usd, 10) or None,
             cut=hooks.cut or None,
-            unpriced={m: u.model_dump() for m, u in hooks.unpriced.items()} or None,
+            unpriced=dict(hooks.unpriced) or None,
             tool_budget=_dump(result.tool_budget),
             memoized=memoized or None,
             checkpoint_ref=checkpoint_key(self.seg.run_id, running.seq or 0),
@@ -498,7 +498,7 @@ def restore_result(
         status=terminal.status or "error",
         output=output,
         usage=terminal.usage or (live.usage if live else Usage()),
-        cost_usd=(terminal.cost_usd or 0.0) + float(extra(terminal, "orphaned_usd") or 0.0),
+        cost_usd=(terminal.cost_usd or 0.0) + float(terminal.orphaned_usd or 0.0),
         turns=int(value.get("turns") or 0),
         served_by=terminal.served_by,
         finish_reason=_finish_reason(value.get("finish_reason")),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from tether.contracts.entries import JournalEntry
+from tether.contracts.entries import EntryStatus, JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
 from tether.contracts.events import ChildEnd, ChildStart, ExternalWaiting, LogLine, PhaseEnd, PhaseStart
 from tether.contracts.results import AgentError
@@ -159,7 +159,7 @@ class Ctx(AgentSurface):
             CURRENT_FRAME.set(frame.enter(join(frame.scope, parallel_segment(site, i))))
             try:
                 return await thunk()
-            except Exception as exc:
+            except (Exception, Abandoned) as exc:
                 if settle or isinstance(exc, Abandoned):  # a lost branch is itemized the moment it is lost
                     seg.dropped.append(_dropped(frame, site, i, exc))
                 raise
@@ -275,7 +275,7 @@ class Ctx(AgentSurface):
         except (asyncio.CancelledError, Abandoned):
             raise
         except Exception as exc:
-            status = "exhausted" if isinstance(exc, BudgetExhaustedError) else "error"
+            status: EntryStatus = "exhausted" if isinstance(exc, BudgetExhaustedError) else "error"
             await self._seg.append(self._terminal(frame, running, status, error=error_dict(exc)))
             self._seg.events.emit(ChildEnd(workflow=wf.name, status=status, span_id=span, parent_span_id=parent))
             raise

@@ -459,7 +459,9 @@ class Engine:
             await store.put_meta(meta.model_copy(update={"status": "cancelled", "updated_at": self.clock()}), lease)
         return "cancelled"
 
-    async def _close(self, run_id: str, kind: str, target_ref: str | int, value: Any) -> bool:
+    async def _close(
+        self, run_id: str, kind: Literal["resolution", "abandon"], target_ref: str | int, value: Any
+    ) -> bool:
         store = await self.store()
         # A run that just settled may still be handing its lease back (a worker releases it with its next
         # claim): wait a few seconds for it rather than refusing the resolution at once.

@@ -77,5 +77,5 @@ def _parse(line: str) -> Event | None:
     model = EVENT_TYPES.get(data["type"])
     if model is None:
         return None
-    known = {k: v for k, v in data.items() if k in model.model_fields}
+    known = {k: v for k, v in data.items() if k in model.field_infos()}
     return EVENT_ADAPTER.validate_python(known)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.contracts.errors import InvalidResolutionError, RunHandedBackError
-from tether.contracts.events import BaseEvent, Event
+from tether.contracts.events import BaseEvent, Event, LogLine
 from tether.engine.events import EventStream
 from tether.engine.outcome import RunOutcome
 
@@ -104,4 +104,4 @@ async def _resolve_early(segment: Segment, key: str, value: Any) -> None:
     try:
         await segment.resolve(key, value)
     except InvalidResolutionError as exc:
-        segment.events.emit("log", level="error", msg=exc.message, key=key)
+        segment.events.emit(LogLine(level="error", msg=exc.message, fields={"key": key}))

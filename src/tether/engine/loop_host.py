@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.agents.state import LoopState
-from tether.contracts.entries import JournalEntry, extra
+from tether.contracts.entries import JournalEntry
 from tether.contracts.events import (
     AgentEnd,
     AgentScoped,
@@ -16,13 +16,13 @@ from tether.contracts.events import (
     ModelStart,
     ToolEnd,
     ToolStart,
-    event_of,
 )
 from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
-from tether.engine.events import stamp_event
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import content_key, to_jsonable
 from tether.journal.cost import AgentSpend, agent_spend, draw_range, is_draw
+
+E = TypeVar("E", bound=AgentScoped)
 
 if TYPE_CHECKING:
     from tether.budget.hooks import AccountHooks
@@ -97,7 +97,7 @@ class EngineLoopHost:
         if self.seg.dry_run:
             return
         worst = self.hooks.worst_case_usd(served_by, est_input, max_output)
-        await self.seg.append(self.seg.tree.entry(
+        await self.seg.append(JournalEntry(
             kind="decision", scope=self.frame.scope, label="dispatch", agent_id=self.running.agent_id,
             started_at=self.seg.engine.clock(),
             value={"decision": "dispatch", "call": self.dispatched, "model": served_by,
@@ -136,7 +136,7 @@ class EngineLoopHost:
             return dict(value.get("payload") or {})
         self.seg.require_live(f"decision {name!r}", scope)
         await self.seg.append(
-            self.seg.tree.entry(
+            JournalEntry(
                 kind="decision",
                 scope=scope,
                 key=key,
@@ -160,7 +160,7 @@ class EngineLoopHost:
             ordinal = self.seg.index.next_ordinal(scope, key)
             human = f"approval:{self.agent_seq}:{tool}:{ordinal}"
             entry = await self.seg.append(
-                self.seg.tree.entry(
+                JournalEntry(
                     kind="approval",
                     scope=scope,
                     key=key,
@@ -195,49 +195,33 @@ class EngineLoopHost:
         finally:
             CURRENT_FRAME.reset(token)
 
-    def emit(self, event: AgentScoped | str | type[AgentScoped], /, **fields: Any) -> None:
-        """Telemetry of this invocation: the agent's ids, its spans and its live cost filled in.
-
-        `emit(ModelEnd, status=..., ...)` is the hot form: one of `lean_event`'s types from its fields, built
-        only if a sink or callback sees it as it is emitted. `emit(event)` takes a built model;
-        `emit("tool:end", ...)` (the old call shape) is validated into the same typed model.
-        """
-        if isinstance(event, type):
-            fields.update(self._stamp(event, fields))
-            self.seg.events.emit_fields(event, fields)
-            return
-        if isinstance(event, str):
-            built = event_of(event, **fields)
-            if not isinstance(built, AgentScoped):
-                raise TypeError(f"{event!r} is not an agent event")
-            event = built
+    def emit(self, event: AgentScoped, /) -> None:
+        """Telemetry of this invocation: the agent's ids, its spans and its live cost filled in, then emitted."""
         self.seg.events.emit(self._stamped(event))
 
-    def _stamped(self, event: AgentScoped) -> AgentScoped:
-        return stamp_event(event, self._stamp(type(event), event.__dict__))
-
-    def _stamp(self, cls: type[AgentScoped], fields: dict[str, Any]) -> dict[str, Any]:
-        """The fields the host fills in an event of `cls` whose own fields are `fields`."""
+    def _stamped(self, event: E) -> E:
+        """`event` with the fields the host fills: the agent's ids and depth, its spans, its journaled cost."""
         hooks = self.hooks
-        update: dict[str, Any] = {
-            "agent_id": self.running.agent_id, "label": self.running.label, "depth": self.frame.depth,
-            "span_id": self.span_id, "parent_span_id": self.parent_span,
-        }
-        if issubclass(cls, _CALL_EVENTS):
-            update.update(span_id=f"{self.span_id}:call-{fields['call']}", parent_span_id=self.span_id)
-        elif issubclass(cls, _TOOL_EVENTS):
-            update.update(span_id=f"{self.span_id}:{fields['call_id']}", parent_span_id=self.span_id)
-        if issubclass(cls, AgentStart):
-            update.update(parent_agent_id=self.running.parent_agent_id, phase=self.frame.phase)
-        elif issubclass(cls, AgentEnd):  # the cost as the terminal journals it
-            update.update(cost_usd=hooks.cost_usd + hooks.orphaned_usd, parent_agent_id=self.running.parent_agent_id)
-        elif issubclass(cls, AgentStream):
-            update["cost_usd"] = hooks.cost_usd + hooks.orphaned_usd
-        elif issubclass(cls, ModelStart):
-            self._call_base[fields["call"]] = hooks.cost_usd
-        elif issubclass(cls, ModelEnd):
-            update["cost_usd"] = max(0.0, hooks.cost_usd - self._call_base.pop(fields["call"], hooks.cost_usd))
-        return update
+        event.agent_id = self.running.agent_id
+        event.label = self.running.label
+        event.depth = self.frame.depth
+        if isinstance(event, _CALL_EVENTS):
+            event.span_id, event.parent_span_id = f"{self.span_id}:call-{event.call}", self.span_id
+        elif isinstance(event, _TOOL_EVENTS):
+            event.span_id, event.parent_span_id = f"{self.span_id}:{event.call_id}", self.span_id
+        else:
+            event.span_id, event.parent_span_id = self.span_id, self.parent_span
+        if isinstance(event, AgentStart):
+            event.parent_agent_id, event.phase = self.running.parent_agent_id, self.frame.phase
+        elif isinstance(event, AgentEnd):  # the cost as the terminal journals it
+            event.cost_usd, event.parent_agent_id = hooks.cost_usd + hooks.orphaned_usd, self.running.parent_agent_id
+        elif isinstance(event, AgentStream):
+            event.cost_usd = hooks.cost_usd + hooks.orphaned_usd
+        elif isinstance(event, ModelStart):
+            self._call_base[event.call] = hooks.cost_usd
+        elif isinstance(event, ModelEnd):
+            event.cost_usd = max(0.0, hooks.cost_usd - self._call_base.pop(event.call, hooks.cost_usd))
+        return event
 
     async def sleep(self, seconds: float) -> None:
         await self.seg.engine.sleep(seconds)
@@ -268,7 +252,7 @@ def lost_since(
     cut: list[int] = []
     for e in entries:
         if e.agent_id == spend.running.agent_id and is_draw(e) and draw_range(e)[0] > through:
-            for model, usd in (extra(e, "costs") or {}).items():
+            for model, usd in (e.costs or {}).items():
                 drawn[model] = drawn.get(model, 0.0) + float(usd)
     for call, model, worst in spend.unsettled(after=through):
         if worst:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError
 from tether.engine.frame import CURRENT_FRAME
+from tether.engine.segment import Abandoned
 from tether.journal.canonical import content_key
 from tether.tools.definition import Tool, tool
 
@@ -48,6 +49,8 @@ def spawn_tool(agents: AgentCall, allowed: Sequence[Tool], max_spawns: int | Non
         try:
             result = await agents.call(goal, tools=child_tools, output=output, full=True, label=f"spawn: {goal[:60]}",
                                        exposure_wait=True)
+        except Abandoned:  # an operator abandoned this child: the orchestrator goes on without it
+            return {"status": "skipped", "text": "[abandoned] an operator abandoned this child; it did not run"}
         except (AdmissionRejectedError, BudgetExhaustedError) as exc:
             if "agent_id" in exc.data:  # the child ran and the budget stopped it: a result, not a refusal
                 return {"agent_id": exc.data["agent_id"], "status": "error", "text": f"[budget] {exc.message}"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from tether.contracts.entries import JournalEntry, extra
+from tether.contracts.entries import JournalEntry
 from tether.contracts.events import AgentStart, ModelEnd, Spawn, SpawnRefused
 from tether.contracts.results import AgentResult
 from tether.journal.matching import JournalIndex
@@ -91,7 +91,7 @@ class ReplayFacts:
             agent_type=running.agent_type, model=model if isinstance(model, str) else None, phase=running.phase,
             turns=result.turns, span_id=span, parent_span_id=parent_span,
         ))
-        costs = extra(terminal, "costs") or {}
+        costs = terminal.costs or {}
         for n, (ref, usage) in enumerate((terminal.usage_by_model or {}).items(), start=1):
             events.emit(ModelEnd(
                 agent_id=agent_id, label=label, depth=depth, replayed=True, call=n, model=ref,
@@ -99,7 +99,6 @@ class ReplayFacts:
                 calls=max(1, self.dispatches[(agent_id, ref)]), span_id=f"{span}:call-{n}", parent_span_id=span,
             ))
         end = end_event(result, provider_calls=terminal.provider_calls or 0)
-        events.emit(end.model_copy(update={
-            "agent_id": agent_id, "label": label, "depth": depth, "replayed": True, "span_id": span,
-            "parent_span_id": parent_span,
-        }))
+        end.agent_id, end.label, end.depth, end.replayed = agent_id, label, depth, True
+        end.span_id, end.parent_span_id = span, parent_span
+        events.emit(end)

@@ -199,8 +199,8 @@ async def drive(
         # A segment that started and then failed still ends its run span, with the error.
         seen = events.events
         if any(isinstance(e, RunStart) for e in seen) and not any(isinstance(e, RunEnd) for e in seen):
-            status = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
-            events.emit(RunEnd(status=status, error_type=type(exc).__name__, error=str(exc)))
+            ended: RunStatus = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
+            events.emit(RunEnd(status=ended, error_type=type(exc).__name__, error=str(exc)))
         raise
     finally:
         events.close()

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from tether.budget.accounts import Account
 from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate
-from tether.contracts.compact import set_field
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import (
     JournalMissError,
@@ -38,8 +37,11 @@ if TYPE_CHECKING:
     from tether.engine.tree import Tree
 
 
-class Abandoned(Exception):
-    """The matched call was abandoned: its branch derives `skipped` with zero spend."""
+class Abandoned(BaseException):
+    """The matched call was abandoned: its branch derives `skipped` with zero spend.
+
+    A `BaseException`, like `asyncio.CancelledError`: it unwinds the branch, and a workflow's `except
+    Exception:` must not swallow it (the engine catches it where the branch ends)."""
 
     def __init__(self, scope: str, seq: int | None) -> None:
         super().__init__(f"abandoned work at scope {scope!r} (seq {seq})")
@@ -227,12 +229,11 @@ class Segment:
         self._fenced()
         seq = self.head + 1
         claimed = entry.seq
-        # In place, not a copy: callers hand over a fresh entry, and at 10,000 agents copies add up.
-        set_field(entry, "seq", seq)
+        entry.seq = seq  # numbered in place: callers hand over a fresh entry (at 10,000 agents copies add up)
         try:
             text = encode_entry(self.run_id, seq, entry)  # a value that is not JSON fails its own caller only
         except BaseException:
-            object.__setattr__(entry, "seq", claimed)
+            entry.seq = claimed
             raise
         stored = entry
         if self._open is None:
@@ -404,8 +405,8 @@ class Segment:
         return self._decided(scope, Match(entry, terminal, abandoned), action)
 
     def _count(self, name: str) -> None:
-        """`stats.<name> += 1`, once per call (`set_field`)."""
-        set_field(self.stats, name, getattr(self.stats, name) + 1)
+        """`stats.<name> += 1`."""
+        setattr(self.stats, name, getattr(self.stats, name) + 1)
 
     def _decided(self, scope: str, m: Match, action: Disposition) -> Lookup:
         if action == "replay":

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from tether.budget.accounts import Account, Hold
-from tether.contracts.compact import fill_inline
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
 from tether.contracts.events import AgentEvent, BudgetDraw
@@ -40,62 +39,6 @@ class Containment:
         for name in ("max_agents", "max_concurrent", "max_depth"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"Containment.{name} must be at least 1, got {getattr(self, name)}")
-
-
-class LeanEntries:
-    """Builds one segment's entries compactly: the entry pydantic would build, in a quarter of the memory and
-    a fraction of the time.
-
-    A run keeps every entry it wrote in its index (four an agent), and the engine builds them on every
-    agent's path, so both their size and their construction show. None of what follows changes a byte
-    an entry serializes to or a value it compares by:
-    - only the fields that are set are passed (a field left None is stored as absent anyway);
-    - the values go straight into the instance (`fill_inline`), so CPython keeps them inline (not in the
-      800-byte dict pydantic assigns); they are not validated again. Every caller is engine code that
-      passes the declared types (the suite checks each entry it builds against pydantic's own,
-      tests/conftest.py); the fields typed `float` are made floats, as validation would, since a clock
-      or a tally may hand an int; dict fields are copied, as validation copies them;
-    - its `model_fields_set` is the one set every entry of that shape shares (this segment's table). The
-      shared sets already hold `seq`, which the segment assigns in place when it numbers an entry (the
-      one mutation entries see), so that assignment adds nothing to a set other entries hold.
-    """
-
-    __slots__ = ("_sets",)
-
-    def __init__(self) -> None:
-        self._sets: dict[frozenset[str], set[str]] = {}
-
-    def __call__(self, **fields: Any) -> JournalEntry:
-        given = {k: v for k, v in fields.items() if v is not None}
-        if "kind" not in given:
-            raise TypeError("a journal entry needs a kind")
-        for name in given.keys() & _FLOATS:
-            given[name] = float(given[name])
-        for name in given.keys() & _DICTS:
-            given[name] = dict(given[name])
-        entry = JournalEntry.__new__(JournalEntry)
-        put = object.__setattr__
-        values = _DEFAULTS.copy()  # every field, in declaration order, as validation sets them
-        values.update(given)
-        extra: dict[str, Any] = {}
-        if len(values) != len(_DEFAULTS):  # members beyond the fields (a draw's dispatch range, a terminal's costs)
-            extra = {k: values.pop(k) for k in given if k not in _DEFAULTS}
-        fill_inline(entry, values)
-        shape = frozenset(given)
-        names = self._sets.get(shape)
-        if names is None:
-            names = self._sets[shape] = {*given, "seq"}
-        put(entry, "__pydantic_fields_set__", names)
-        put(entry, "__pydantic_extra__", extra)
-        put(entry, "__pydantic_private__", None)
-        return entry
-
-
-_DEFAULTS = {name: f.get_default(call_default_factory=True) for name, f in JournalEntry.model_fields.items()}
-"""Every field of an entry with its default (none of them mutable), in declaration order."""
-_FLOATS = frozenset({"cost_usd", "started_at", "ended_at"})
-"""The fields typed `float` (tests/engine/test_lean_entries.py keeps this and `_DICTS` in step with the model)."""
-_DICTS = frozenset({"error", "usage_by_model", "tool_budget"})
 
 
 class Refusal(Exception):
@@ -131,8 +74,6 @@ class Tree:
         self.turn_of: dict[int, int] = {}
         self.working: dict[int, int] = {}
         self.peak: dict[int, int] = {}
-        self.entry = LeanEntries()
-        """How this segment's engine code builds its entries (`tree.entry(kind=..., ...)`)."""
 
     def slots(self, depth: int) -> asyncio.Semaphore:
         """The FIFO queue of one depth level: waits only run downward, so parents never deadlock."""
@@ -174,7 +115,7 @@ class Tree:
     def event(self, scope: str = "", key: str = "", **fields: object) -> JournalEntry:
         """A `tree` fact for the audit (journaled, folded by `engine.agent_events`)."""
         ev = AgentEvent.model_validate(fields)
-        return self.entry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
+        return JournalEntry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
                             started_at=self.seg.engine.clock())
 
     def draw(
@@ -196,16 +137,16 @@ class Tree:
             return False
         row = draw_row(agent_id, step, tokens, self.remaining_tokens(), usd, self.seg.root.remaining())
         # The row's fields, then the envelope's extras (in this order: the stored bytes are as before).
-        self.seg.stage(self.entry(
+        self.seg.stage(JournalEntry(
             kind="tree", label="budget_draw", value=row,
             started_at=self.seg.engine.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
             through=calls[1], input_overhead=input_overhead or None,
             usage=None if usage is None or usage.is_empty() else usage,
         ))
-        self.seg.events.emit_fields(BudgetDraw, {
-            "agent_id": agent_id, "step": step, "tokens": tokens, "remaining": row.get("remaining"), "usd": row["usd"],
-            "remaining_usd": row.get("remaining_usd"),
-        })
+        self.seg.events.emit(BudgetDraw(
+            agent_id=agent_id, step=step, tokens=tokens, remaining=row.get("remaining"), usd=row["usd"],
+            remaining_usd=row.get("remaining_usd"),
+        ))
         return True
 
 

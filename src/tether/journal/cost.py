@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.contracts.entries import JournalEntry, extra
+from tether.contracts.entries import JournalEntry
 from tether.contracts.usage import ZERO_USAGE, Usage, sum_usage
 from tether.journal.scope import is_under
 
@@ -187,8 +187,8 @@ class AgentSpend:
 
 def draw_range(entry: JournalEntry) -> tuple[int, int]:
     """The dispatches a `budget_draw` settles; a draw written before ranges existed settles all up to `through`."""
-    last = int(extra(entry, "through") or 0)
-    return int(extra(entry, "from_call") or 1), last
+    last = int(entry.through or 0)
+    return int(entry.from_call or 1), last
 
 
 def _add(d: dict[str, float], k: str, v: float) -> None:
@@ -264,7 +264,7 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
             continue
         open_spend.last_at = e.started_at or open_spend.last_at
         if is_draw(e):
-            for model, usd in _floats(extra(e, "costs")).items():
+            for model, usd in _floats(e.costs).items():
                 _add(open_spend.costs, model, usd)
             open_spend.covered.append(draw_range(e))
             value = e.value if isinstance(e.value, dict) else {}
@@ -284,11 +284,11 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
 def _settle(spend: AgentSpend, terminal: JournalEntry) -> None:
     spend.terminal = terminal
     spend.last_at = terminal.ended_at or terminal.started_at or spend.last_at
-    spend.costs = _floats(extra(terminal, "costs"))
+    spend.costs = _floats(terminal.costs)
     if not spend.costs and terminal.cost_usd:
         spend.costs = {terminal.served_by or "": float(terminal.cost_usd)}
-    spend.raw_orphaned = _floats(extra(terminal, "orphaned"))
-    cut = extra(terminal, "cut")
+    spend.raw_orphaned = _floats(terminal.orphaned)
+    cut = terminal.cut
     if isinstance(cut, list):
         spend.cut = [int(n) for n in cut]
     elif spend.raw_orphaned:  # written before terminals named their cut calls: the dispatches no draw settled
@@ -364,7 +364,7 @@ def cost_report(folded: SpendFold) -> CostReport:
         usages.append(spend.usage)
         calls += spend.provider_calls
         if spend.terminal is not None:
-            for model, raw in (extra(spend.terminal, "unpriced") or {}).items():
+            for model, raw in (spend.terminal.unpriced or {}).items():
                 unpriced[model] = unpriced.get(model, Usage()) + Usage.model_validate(raw)
     usage = sum_usage(usages)
     return CostReport(

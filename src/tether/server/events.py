@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from tether.contracts.entries import JournalEntry, MetaStatus, extra
+from tether.contracts.entries import JournalEntry, MetaStatus
 from tether.contracts.events import (
     AgentEnd,
     AgentEvent,
@@ -110,7 +110,7 @@ class JournalFollower:
                                parent_agent_id=e.parent_agent_id, model=model, agent_type=e.agent_type)]
         if e.ref is None:
             return []
-        usd = float(e.cost_usd or 0.0) + float(extra(e, "orphaned_usd") or 0.0)
+        usd = float(e.cost_usd or 0.0) + float(e.orphaned_usd or 0.0)
         self.spent += usd
         value = e.value if isinstance(e.value, dict) else {}
         end = AgentEnd(

@@ -29,7 +29,7 @@ def document(
 
     `workflows` (the app engine's registered names) become the enum of `StartRequest.workflow`.
     """
-    wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+    wanted: list[tuple[type[Any], JsonSchemaMode]] = [  # models and the events' pydantic dataclasses
         (ErrorResponse, "serialization"), *((cls, "serialization") for cls in EVENT_TYPES.values()),
         (StreamEnd, "serialization"),
     ]

@@ -10,18 +10,17 @@ one too (stripping the member is corruption as well).
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import operator
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from tether.contracts.entries import JournalEntry, RunMeta
+from tether.contracts.entries import ENTRY, JournalEntry, RunMeta, entry_bytes, entry_from_dict
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
 
 CHECKSUM_DIGITS = 32
@@ -37,22 +36,18 @@ def checksum(body: bytes) -> str:
 
 def entry_json(entry: JournalEntry, seq: int) -> str:
     """The stored text of an entry: compact JSON with `seq` filled in and the checksum member last."""
-    extra = entry.__pydantic_extra__
-    stale = {"checksum"} if extra and "checksum" in extra else None  # a fresh entry has no checksum to leave out
+    numbered = entry if entry.seq == seq else replace(entry, seq=seq)
+    if numbered.unknown and "checksum" in numbered.unknown:  # a loaded entry's own, now stale
+        numbered = replace(numbered, unknown={k: v for k, v in numbered.unknown.items() if k != "checksum"})
     try:
-        if entry.seq is None:  # `seq` is the first field: spliced in front, as a copy with it set would write it
-            rest = entry.model_dump_json(exclude_none=True, exclude=stale)
-            body = f'{{"seq":{int(seq)},{rest[1:]}'
-        else:
-            numbered = entry if entry.seq == seq else entry.model_copy(update={"seq": seq})
-            body = numbered.model_dump_json(exclude_none=True, exclude=stale)
+        body = entry_bytes(numbered)
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise NonSerializableValueError(
             f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
             f"({exc}); nothing was appended. Journal plain JSON data or pydantic models.",
             kind=entry.kind,
         ) from None
-    return f'{body[:-1]},"checksum":"{checksum(body.encode())}"}}'
+    return f'{body[:-1].decode()},"checksum":"{checksum(body)}"}}'
 
 
 def encode_entry(run_id: str, seq: int, entry: JournalEntry) -> str:
@@ -121,6 +116,8 @@ def _split_checksum(raw: bytes) -> tuple[bytes, bytes | None]:
 
 
 _ENTRIES: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
+"""A whole journal in one validation (entries with members this version does not know fail it: the
+per-entry path keeps those)."""
 
 
 def _verified_body(raw: bytes) -> bytes | None:
@@ -160,9 +157,8 @@ def decode_batch(raws: Sequence[bytes | str], first_seq: int = 1) -> list[Journa
     """Entries `first_seq`, `first_seq + 1`, ... decoded in one pass, when every one of them carries a
     matching checksum, validates, and sits at its seq; None otherwise (then decode entry by entry
     with `EntryDecoder`, which names what is wrong and where)."""
-    with gc_paused():
-        bodies = _verified_bodies(raws)
-        entries = None if bodies is None else _decode(bodies)
+    bodies = _verified_bodies(raws)
+    entries = None if bodies is None else _decode(bodies)
     if entries is None:
         return None
     if list(map(_SEQ, entries)) != list(range(first_seq, first_seq + len(entries))):
@@ -171,30 +167,8 @@ def decode_batch(raws: Sequence[bytes | str], first_seq: int = 1) -> list[Journa
 
 
 _SEQ = operator.attrgetter("seq")
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic collector paused while a journal is read: every object a load builds stays alive, so a
-    collection during it would only rescan them (and the journal already in memory) for nothing.
-
-    When the read built many objects (a long journal), the collector then runs once over its two young
-    generations: left to itself it would scan those objects twice soon after (as the young generation
-    the moment it resumes, then again within ten collections as the middle one: 20 ms of a 10,000-step
-    resume), where one collection of both scans them once and ages them to the oldest generation,
-    where the journal of a running segment belongs. A collector the caller disabled (or set to
-    threshold 0) is left alone.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-            young = gc.get_threshold()[0]  # 0: automatic collection is off, and stays off
-            if young and gc.get_count()[0] > 10 * young:
-                gc.collect(1)
+_UNKNOWN_MEMBER = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
+"""How a validation names a member `JournalEntry` does not declare (a newer version wrote it)."""
 
 
 def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
@@ -239,11 +213,13 @@ class EntryDecoder:
 
     def _validated(self, body: bytes, where: str) -> JournalEntry:
         try:
-            return JournalEntry.model_validate_json(body)
+            return ENTRY.validate_json(body)
         except ValidationError as exc:
             err = exc.errors()[0]
             if err["type"] == "json_invalid" and "recursion limit" in err["msg"]:
                 return self._deep(body, where)
+            if all(e["type"] in _UNKNOWN_MEMBER for e in exc.errors()):
+                return self._deep(body, where)  # members a newer version wrote: kept in `unknown`
             problem = f"{err['msg']} at {'.'.join(map(str, err['loc'])) or 'top level'}"
             raise JournalCorruptError(
                 f"journal corrupt: {where} is not a valid journal entry ({problem}). Restore the "
@@ -254,7 +230,8 @@ class EntryDecoder:
             ) from None
 
     def _deep(self, body: bytes, where: str) -> JournalEntry:
-        """An entry nested past pydantic's JSON parser's limit (200 levels), parsed by the stdlib's.
+        """An entry parsed by the standard library's JSON parser, then validated: one with members this
+        version does not know (kept in `unknown`), or one nested past pydantic's parser's limit (200 levels).
 
         Values are refused past `canonical.MAX_DEPTH` when they are journaled, but a journal written
         before that check (or an entry the engine built itself) may nest deeper, up to the ~255 levels
@@ -273,7 +250,7 @@ class EntryDecoder:
                 unparsable=True,
             ) from None
         try:
-            return JournalEntry.model_validate(data)
+            return entry_from_dict(data)
         except ValidationError as exc:
             raise self._corrupt(where, f"it is not a valid journal entry ({exc.errors()[0]['msg']})") from None
 

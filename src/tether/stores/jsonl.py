@@ -27,7 +27,6 @@ from tether.stores.codec import (
     decode_batch,
     decode_meta,
     effect_json,
-    gc_paused,
     number_entries,
 )
 from tether.stores.leases import (
@@ -257,10 +256,9 @@ class JsonlStore:
             data = path.read_bytes()
         except FileNotFoundError:
             return []
-        with gc_paused():
-            lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # committed lines: a torn tail is not one
-            fast = decode_batch(lines) if lines and all(lines) else None
-            del lines
+        lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # committed lines: a torn tail is not one
+        fast = decode_batch(lines) if lines and all(lines) else None
+        del lines
         if fast is not None:
             return fast
         return _scan(path, data, _journal_parser(path))[0]  # line by line: names what is wrong, and where

@@ -19,7 +19,7 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, StoreUnavailableError
-from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json, gc_paused, number_entries
+from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -337,15 +337,12 @@ class SqliteStore:
         return rows
 
     async def load(self, run_id: str) -> list[JournalEntry]:
-        with gc_paused():
-            with self._read() as c:
-                # As bytes: the checksum is over the stored bytes, so nothing is decoded and re-encoded.
-                rows = c.execute(
-                    "SELECT seq, CAST(json AS BLOB) FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
-                ).fetchall()
-            entries = decode_rows(run_id, rows, str(self.path))
-            del rows  # before the collector resumes: it need not walk rows that are garbage already
-        return entries
+        with self._read() as c:
+            # As bytes: the checksum is over the stored bytes, so nothing is decoded and re-encoded.
+            rows = c.execute(
+                "SELECT seq, CAST(json AS BLOB) FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        return decode_rows(run_id, rows, str(self.path))
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         check_run_id(meta.run_id)

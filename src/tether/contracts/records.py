@@ -1,0 +1,90 @@
+"""`Record`: what the engine's hot records share (journal entries, events, loop state): one adapter.
+
+The engine builds several of these per agent call and keeps many of them alive (a run keeps every
+journal entry and every event it emitted), so each is a plain slotted dataclass that holds its values
+and nothing else. Validation and the JSON form go through one pydantic `TypeAdapter` per class, at
+the boundary where a record is stored, sent to a sink or read back; the helpers below are that
+adapter's, named as pydantic's own are so code written against the models keeps working.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import itertools
+import textwrap
+from dataclasses import replace
+from typing import Any, ClassVar, Literal, Self, TypeVar
+
+from pydantic import Field, TypeAdapter
+
+T = TypeVar("T", bound=type)
+
+
+class Record:
+    """Mix into a `@dataclass(slots=True)` record: its adapter and the JSON helpers over it."""
+
+    __slots__ = ()
+    _adapter: ClassVar[TypeAdapter[Any] | None] = None
+
+    @classmethod
+    def adapter(cls) -> TypeAdapter[Self]:
+        """The class's own `TypeAdapter`, built on first use (each subclass gets its own)."""
+        found = cls.__dict__.get("_adapter")
+        if found is None:
+            found = TypeAdapter(cls)
+            cls._adapter = found  # a class attribute: the adapter is a fact about the class, not state
+        return found
+
+    @classmethod
+    def model_validate(cls, data: Any) -> Self:
+        """Validate JSON data (a dict) or an instance as this record."""
+        return cls.adapter().validate_python(data)
+
+    @classmethod
+    def model_validate_json(cls, text: str | bytes) -> Self:
+        return cls.adapter().validate_json(text)
+
+    def model_dump(
+        self, *, mode: Literal["json", "python"] = "python", include: set[str] | None = None,
+        exclude: set[str] | None = None, exclude_none: bool = False,
+    ) -> dict[str, Any]:
+        """The record's fields as a dict (`mode="json"`: JSON values)."""
+        data: dict[str, Any] = self.adapter().dump_python(self, mode=mode, include=include, exclude=exclude,
+                                                          exclude_none=exclude_none)
+        return data
+
+    def model_dump_json(self, *, exclude_none: bool = False) -> str:
+        """The record as compact JSON."""
+        return self.adapter().dump_json(self, exclude_none=exclude_none).decode()
+
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> Self:
+        """A copy with `update` applied (`dataclasses.replace`: validated as the class's own `__init__` is)."""
+        return replace(self, **(update or {}))  # type: ignore[type-var]
+
+
+def documented(cls: T) -> T:
+    """Put each attribute docstring of `cls` (the string right after a field's declaration) on that field as a
+    pydantic `Field(description=...)`, so schemas carry it and subclasses of a dataclass inherit it.
+
+    Apply under the dataclass decorator (it reads the class body as written)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # no source (a class built at run time): nothing to read
+        return cls
+    body = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)).body
+    for node, after in itertools.pairwise(body):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            continue
+        name, doc = node.target.id, inspect.cleandoc(after.value.value)
+        default = cls.__dict__.get(name, dataclasses.MISSING)
+        if isinstance(default, dataclasses.Field):
+            setattr(cls, name, Field(default_factory=default.default_factory, description=doc))  # type: ignore[arg-type]
+        elif default is dataclasses.MISSING:
+            setattr(cls, name, Field(description=doc))
+        else:
+            setattr(cls, name, Field(default=default, description=doc))
+    return cls
