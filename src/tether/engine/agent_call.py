@@ -30,7 +30,8 @@ from tether.engine.loop_host import EngineLoopHost
 from tether.engine.outcome import DroppedBranch
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
-from tether.journal.canonical import content_key, schema_hash, to_jsonable
+from tether.journal.canonical import schema_hash, to_jsonable
+from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
 from tether.journal.scope import agent_segment, join
 from tether.mcp.source import ToolLike, resolve_tools, toolset_changes, toolset_record
 from tether.routing import ModelLike
@@ -112,16 +113,12 @@ class AgentCall:
         models = engine.router.resolve(spec_model)
         out = output_spec(output)
         all_tools = await resolve_tools([*profile.tools, *tools], seg.resources)  # MCP servers list here
-        ident = {
-            "kind": "agent",
-            "agent_type": agent_type,
-            "model": spec_model.identity,
-            "prompt": key if key is not None else prompt,
-            "schema_hash": schema_hash(out.schema if out else None),
-            "toolset_hash": toolset_hash(all_tools),
-            "isolation": isolation,
-        }
-        k = content_key(ident)
+        ident = agent_identity(
+            agent_type=agent_type, model=spec_model.identity, prompt=key if key is not None else prompt,
+            schema_hash=schema_hash(out.schema if out else None), toolset_hash=toolset_hash(all_tools),
+            isolation=isolation,
+        )
+        k = agent_key(ident)
         found = seg.lookup(frame.scope, k)
         if found.action is None and all_tools:
             self._toolset_changed(frame.scope, ident, all_tools, label or prompt[:40])
@@ -203,7 +200,7 @@ class AgentCall:
         replay hold nothing) and could admit, and pay for, work the first segment refused.
         """
         seg = self.seg
-        prior = seg.index.match(frame.scope, _budget_refusal_key(k)) if seg.index.replaying() else None
+        prior = seg.index.match(frame.scope, budget_refusal_key(k)) if seg.index.replaying() else None
         if prior is not None and (prior.entry.seq or 0) < seg.money_reset_seq:
             prior = None  # refused before the ceiling was raised or the orphans settled: decide it again
         if prior is not None and isinstance(prior.entry.value, dict):
@@ -220,7 +217,7 @@ class AgentCall:
         except BudgetExhaustedError as exc:
             self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
-                key = _budget_refusal_key(k)
+                key = budget_refusal_key(k)
                 await seg.append(JournalEntry(
                     kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
                     label="budget-refusal", phase=frame.phase, started_at=seg.engine.clock(),
@@ -270,7 +267,7 @@ class AgentCall:
     async def _contain(self, frame: Frame, depth: int, k: str, goal: str) -> None:
         """The tree's refusals: journaled with their cap label, and read back (never re-decided) on resume."""
         seg = self.seg
-        prior = seg.index.match(frame.scope, _spawn_refusal_key(k)) if seg.index.replaying() else None
+        prior = seg.index.match(frame.scope, spawn_refusal_key(k)) if seg.index.replaying() else None
         if prior is not None and isinstance(prior.entry.value, dict):
             label = prior.entry.value.get("detail")
             cap: CapLabel = label if label in ("agents", "depth", "budget") else "agents"
@@ -278,7 +275,7 @@ class AgentCall:
         try:
             seg.tree.check(depth)
         except Refusal as refusal:
-            await self.refused(frame, _spawn_refusal_key(k), refusal.label, goal)
+            await self.refused(frame, spawn_refusal_key(k), refusal.label, goal)
             raise refusal_error(refusal) from None
 
     async def refused(self, frame: Frame, key: str, label: CapLabel, goal: str) -> None:
@@ -471,16 +468,6 @@ class AgentCall:
         tools = await resolve_tools(tools, self.seg.resources)
         spawn = spawn_tool(self, tools, max_spawns)
         return await self.call(goal, tools=[*tools, spawn], output=output, role="orchestrate", **options)
-
-
-def _budget_refusal_key(call: str) -> str:
-    """The key of the journaled admission refusal of agent call `call` (its content key)."""
-    return content_key({"kind": "decision", "decision": "budget-refusal", "call": call})
-
-
-def _spawn_refusal_key(call: str) -> str:
-    """The key of the journaled containment refusal of agent call `call`."""
-    return content_key({"kind": "tree", "refused": call})
 
 
 def restore_result(

@@ -22,8 +22,9 @@ from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import DroppedBranch, error_dict
 from tether.engine.segment import Abandoned, Lookup, Segment
 from tether.engine.workflow import Workflow, as_workflow
-from tether.journal.canonical import content_key, step_key, to_jsonable
+from tether.journal.canonical import to_jsonable
 from tether.journal.cost import spent_under
+from tether.journal.keys import child_key, external_key, rand_key, step_call_key
 from tether.journal.scope import child_segment, join, parallel_segment
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class Ctx(AgentSurface):
         """Run `fn` once; after it completed, resumes serve its journaled result."""
         frame = CURRENT_FRAME.get()
         name = key or label
-        k = content_key({"kind": "step", "key": name, "deps": to_jsonable(list(deps))}) if deps else step_key(name)
+        k = step_call_key(name, deps)
         found = self._seg.replayed(frame.scope, k)
         if not isinstance(found, Lookup):  # the journaled terminal to replay
             return _revalidate(fn, found.value) if getattr(fn, "__annotations__", None) else found.value
@@ -237,7 +238,7 @@ class Ctx(AgentSurface):
         args = dict(args or {})
         frame = CURRENT_FRAME.get()
         inner = join(frame.scope, child_segment(wf.name, self._seg.next_counter(frame.scope, f"wf:{wf.name}")))
-        k = content_key({"kind": "child", "workflow": wf.name, "args": to_jsonable(args, what="child args")})
+        k = child_key(wf.name, args)
         found = self._seg.lookup(frame.scope, k)
         if found.action == "replay":
             assert found.match and found.match.terminal
@@ -301,7 +302,7 @@ class Ctx(AgentSurface):
         `InvalidResolutionError` before it is journaled; the branch keeps waiting for a valid one.
         """
         frame = CURRENT_FRAME.get()
-        k = content_key({"kind": "external", "key": key})
+        k = external_key(key)
         found = self._seg.lookup(frame.scope, k)
         spec = ExternalSchema.of(schema, key)
         if found.match is not None:
@@ -353,10 +354,7 @@ class Ctx(AgentSurface):
 
     def _rand(self, subtype: str, key: str | None, make: Callable[[], Any]) -> Any:
         frame = CURRENT_FRAME.get()
-        ident: dict[str, Any] = {"kind": "rand", "subtype": subtype}
-        if key is not None:
-            ident["key"] = key
-        k = content_key(ident)
+        k = rand_key(subtype, key)
         found = self._seg.lookup(frame.scope, k)
         if found.action == "replay":
             assert found.match

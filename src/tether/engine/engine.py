@@ -27,12 +27,13 @@ from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
 from tether.engine.lease import LeaseKeeper, request_cancel
 from tether.engine.outcome import RunOutcome
-from tether.engine.runner import OVERSHOOT_MODES, SETTLE_KEY, Overshoot, RunOptions, drive, operator_decision
+from tether.engine.runner import OVERSHOOT_MODES, Overshoot, RunOptions, drive, operator_decision
 from tether.engine.segment import suspension_key
 from tether.engine.tool_runner import ToolRunner
 from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow, as_workflow
 from tether.journal.cost import ORPHANS_SETTLED, CostReport, fold_cost
+from tether.journal.keys import SETTLE_KEY
 from tether.journal.matching import JournalIndex
 from tether.journal.tree import TreeReport
 from tether.pricing import PriceTable

@@ -19,8 +19,9 @@ from tether.contracts.events import (
 )
 from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
 from tether.engine.frame import CURRENT_FRAME, Frame
-from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.canonical import to_jsonable
 from tether.journal.cost import AgentSpend, agent_spend, draw_range, is_draw
+from tether.journal.keys import approval_key, decision_key
 
 E = TypeVar("E", bound=AgentScoped)
 
@@ -129,7 +130,7 @@ class EngineLoopHost:
 
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         scope = self.frame.scope
-        key = content_key({"kind": "decision", "decision": name})
+        key = decision_key(name)
         found = self.seg.lookup(scope, key)
         if found.action == "replay" and found.match is not None:
             value = found.match.entry.value or {}
@@ -151,7 +152,7 @@ class EngineLoopHost:
 
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
         scope = self.frame.scope
-        key = content_key({"kind": "approval", "tool": tool, "input": to_jsonable(args)})
+        key = approval_key(tool, args)
         found = self.seg.lookup(scope, key)
         if found.match is not None:
             entry = found.match.entry

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError
 from tether.engine.frame import CURRENT_FRAME
 from tether.engine.segment import Abandoned
-from tether.journal.canonical import content_key
+from tether.journal.keys import orchestrator_refusal_key
 from tether.tools.definition import Tool, tool
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def spawn_tool(agents: AgentCall, allowed: Sequence[Tool], max_spawns: int | Non
         nonlocal spawned
         frame = CURRENT_FRAME.get()
         if max_spawns is not None and spawned >= max_spawns:
-            key = content_key({"kind": "tree", "refused": "max_spawns", "n": spawned, "goal": goal})
+            key = orchestrator_refusal_key("max_spawns", spawned, goal)
             await agents.refused(frame, key, "agents", goal)
             return refused_text(f"spawn cap of this orchestrator reached ({max_spawns} spawns)")
         spawned += 1
@@ -55,7 +55,7 @@ def spawn_tool(agents: AgentCall, allowed: Sequence[Tool], max_spawns: int | Non
             if "agent_id" in exc.data:  # the child ran and the budget stopped it: a result, not a refusal
                 return {"agent_id": exc.data["agent_id"], "status": "error", "text": f"[budget] {exc.message}"}
             if "label" not in exc.data:  # a USD admission refusal: journal it with the budget label
-                key = content_key({"kind": "tree", "refused": "usd", "n": spawned, "goal": goal})
+                key = orchestrator_refusal_key("usd", spawned, goal)
                 await agents.refused(frame, key, "budget", goal)
             return refused_text(str(exc.data.get("reason") or exc.message))
         text = result.output if isinstance(result.output, str) else json.dumps(result.output, default=str)

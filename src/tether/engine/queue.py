@@ -28,8 +28,9 @@ from tether.engine.runner import (
 )
 from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow
-from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.canonical import to_jsonable
 from tether.journal.cost import fold_cost
+from tether.journal.keys import args_hash
 from tether.journal.matching import JournalIndex
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ async def enqueue(
         opts = durable_options(run_id, opts, started)
         if started is not None and isinstance(started.value, dict):
             stored = started.value.get("args_hash")
-            if stored is not None and args is not None and stored != content_key(args_json):
+            if stored is not None and args is not None and stored != args_hash(args_json):
                 raise ConfigError(
                     f"run {run_id!r} exists with other args; enqueue it without args (or the same ones), or "
                     f"use a new run_id.",
@@ -122,7 +123,7 @@ async def enqueue(
     now = engine.clock()
     if meta is None:
         meta = RunMeta(
-            run_id=run_id, workflow=wf.name, status="queued", args_hash=content_key(args_json), args=args_json,
+            run_id=run_id, workflow=wf.name, status="queued", args_hash=args_hash(args_json), args=args_json,
             budget_usd=run_ceiling(opts), created_at=now, updated_at=now, segments=0,
         )
     else:

@@ -30,7 +30,7 @@ from tether.engine.outcome import RunOutcome, error_dict
 from tether.engine.segment import Segment, suspension_key
 from tether.engine.tree import Containment, Tree
 from tether.engine.workflow import Workflow
-from tether.journal.canonical import content_key, to_jsonable
+from tether.journal.canonical import to_jsonable
 from tether.journal.cost import (
     BUDGET_RAISED,
     ORPHANS_SETTLED,
@@ -40,6 +40,7 @@ from tether.journal.cost import (
     money_entries,
     spent_under,
 )
+from tether.journal.keys import GENESIS_KEY, SETTLE_KEY, args_hash
 from tether.journal.matching import JournalIndex
 from tether.tools.ledger import orphans
 
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
     from tether.engine.engine import Engine
     from tether.engine.handle import RunHandle
 
-GENESIS_KEY = content_key({"kind": "decision", "decision": "genesis"})
-SETTLE_KEY = content_key({"kind": "decision", "decision": "settle"})
 
 
 DURABLE_OPTIONS = (
@@ -173,7 +172,7 @@ def genesis_entry(engine: Engine, wf: Workflow, args_json: Any, opts: RunOptions
         value={
             "decision": "genesis",
             "workflow": wf.name,
-            "args_hash": content_key(args_json),
+            "args_hash": args_hash(args_json),
             "budget_usd": opts.budget_usd,
             "containment": dataclasses.asdict(c) if c is not None else None,
             "max_in_flight_exposure_usd": opts.max_in_flight_exposure_usd,
@@ -282,7 +281,7 @@ async def _drive(
                 run_id=run_id,
                 workflow=wf.name,
                 status="running",
-                args_hash=content_key(args_json),
+                args_hash=args_hash(args_json),
                 args=args_json,
                 budget_usd=budget,
                 created_at=meta.created_at if meta else now,
