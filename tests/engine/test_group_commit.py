@@ -147,6 +147,8 @@ async def test_a_failed_commit_of_one_branch_fails_its_caller_and_stops_the_segm
 class SlowSqlite(CountingSqlite):
     """Each journal write takes a while (so a caller can be cancelled while its commit is in flight)."""
 
+    append_rows_now = None  # type: ignore[assignment]  # its writes wait: written through `append_rows`
+
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.writing = asyncio.Event()
@@ -154,7 +156,7 @@ class SlowSqlite(CountingSqlite):
     async def append_rows(self, run_id: str, rows: list[tuple[int, str]], lease: Any = None) -> list[int]:
         self.writing.set()
         await asyncio.sleep(0.2)
-        return await super().append_rows(run_id, rows, lease)
+        return CountingSqlite.append_rows_now(self, run_id, rows, lease)
 
 
 async def test_a_caller_cancelled_while_its_commit_is_in_flight_sees_it_only_once_the_write_is_durable(
@@ -204,16 +206,19 @@ async def test_a_caller_cancelled_while_its_commit_is_in_flight_sees_it_only_onc
     await engine.close()
 
 
-async def test_a_store_whose_append_rows_is_wrapped_on_the_instance_keeps_being_called(tmp_path: Path) -> None:
+async def test_a_store_that_opts_out_of_writing_without_waiting_on_the_instance_is_written_through_append_rows(
+    tmp_path: Path,
+) -> None:
     store = SqliteStore(tmp_path / "t.db")
     calls: list[int] = []
-    inner = store.append_rows
+    write = store.append_rows_now
 
     async def counted(run_id: str, rows: list[tuple[int, str]], lease: Any = None) -> list[int]:
         calls.append(len(rows))
-        return await inner(run_id, rows, lease)
+        return write(run_id, rows, lease)
 
     store.append_rows = counted  # type: ignore[method-assign]
+    store.append_rows_now = None  # type: ignore[assignment,method-assign]
 
     @tether.workflow(name="one")
     async def one(ctx: tether.Ctx) -> int:
@@ -222,4 +227,42 @@ async def test_a_store_whose_append_rows_is_wrapped_on_the_instance_keeps_being_
     engine = tether.Engine(store=store)
     assert (await engine.run(one, run_id="r")).status == "ok"
     assert sum(calls) == len(await store.load("r"))  # every row went through the wrapper
+    await engine.close()
+
+
+async def test_the_store_fast_path_is_declared_by_the_class_not_found_through_a_delegating_wrapper(
+    tmp_path: Path,
+) -> None:
+    """`ImmediateRowWriting`/`RowWriting` are declared by a store's class: a wrapper that delegates
+    everything else through `__getattr__` and intercepts `append` sees every journal write."""
+    from tether.contracts.protocols import ImmediateRowWriting, RowWriting
+    from tether.engine.segment import writes_without_waiting
+
+    inner = SqliteStore(tmp_path / "t.db")
+    assert writes_without_waiting(inner) is not None
+    assert issubclass(SqliteStore, ImmediateRowWriting) and issubclass(SqliteStore, RowWriting)
+    assert not issubclass(SlowSqlite, ImmediateRowWriting)
+
+    seen: list[int] = []
+
+    class Watching:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        async def append(self, run_id: str, entry: Any, lease: Any = None) -> int:
+            seen.append(1)
+            return await inner.append(run_id, entry, lease)
+
+        async def append_many(self, run_id: str, entries: list[Any], lease: Any = None) -> list[int]:
+            seen.append(len(entries))
+            return await inner.append_many(run_id, entries, lease)
+
+    @tether.workflow(name="one")
+    async def one(ctx: tether.Ctx) -> int:
+        return await ctx.step("s", lambda: 1)
+
+    engine = tether.Engine(store=Watching())  # type: ignore[arg-type]
+    assert (await engine.run(one, run_id="r")).status == "ok"
+    assert writes_without_waiting(Watching()) is None  # type: ignore[arg-type]
+    assert sum(seen) == len(await inner.load("r"))  # every entry passed the wrapper
     await engine.close()

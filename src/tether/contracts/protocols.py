@@ -41,6 +41,31 @@ class JournalStore(Protocol):
 
 
 @runtime_checkable
+class RowWriting(Protocol):
+    """A journal store that takes rows already encoded by `codec.encode_entry` (the segment's group
+    commits): `(seq, json)` pairs, checked to continue the run's journal, durable when it returns."""
+
+    async def append_rows(
+        self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
+    ) -> list[int]: ...
+
+
+@runtime_checkable
+class ImmediateRowWriting(Protocol):
+    """A row-writing store whose write never suspends (SQLite, JSONL, memory): the engine calls
+    `append_rows_now` in place of `append_rows` and commits without a task.
+
+    A subclass (or instance) that makes writes wait, or wraps `append_rows` to watch them, sets
+    `append_rows_now = None` to be written through `append_rows` again. The class is what declares
+    it: a wrapper delegating through `__getattr__` is written through its own `append`/`append_many`.
+    """
+
+    def append_rows_now(
+        self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
+    ) -> list[int]: ...
+
+
+@runtime_checkable
 class LeasableStore(JournalStore, Protocol):
     """A store that fences writers: one live segment per run."""
 

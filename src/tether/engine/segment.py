@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tether.budget.accounts import Account
 from tether.budget.calibration import InputCalibration
@@ -22,7 +22,7 @@ from tether.contracts.errors import (
     TetherError,
 )
 from tether.contracts.events import BaseEvent, BudgetUpdate, Figures, RunWarning
-from tether.contracts.protocols import JournalStore
+from tether.contracts.protocols import ImmediateRowWriting, JournalStore, RowWriting
 from tether.contracts.signal import Signal
 from tether.engine.events import EventStream
 from tether.engine.external import ExternalSchema, check_resolution
@@ -125,6 +125,7 @@ class Segment:
     _open: _Batch | None = None
     _committer: asyncio.Future[None] | None = None
     _write_now: RowWriter | None = field(init=False)
+    _rows_writer: AsyncRowWriter | None = field(init=False)
     lease_lost: TetherError | None = None
     handed_back: TetherError | None = None
     """Set by `hand_back`: the segment stops like a cancel but does not settle, and its lease is released."""
@@ -151,6 +152,8 @@ class Segment:
         self.head = self.durable_head = max(self.index.by_seq, default=0)
         self.calibration = InputCalibration.from_journal(self.index.decision_entries)
         self._write_now = writes_without_waiting(self.store)
+        rows = issubclass(type(self.store), RowWriting)
+        self._rows_writer = cast(RowWriting, self.store).append_rows if rows else None
 
     # -- the lease -----------------------------------------------------------------------------
     def lose(self, error: TetherError) -> None:
@@ -355,10 +358,10 @@ class Segment:
         return failed
 
     async def _write_rows(self, batch: _Batch) -> None:
-        # A store class with `append_rows` takes the text encoded at staging; any other store (or a
-        # wrapper that intercepts `append`) gets the protocol's own calls.
-        if getattr(type(self.store), "append_rows", None) is not None:
-            seqs = await self._store_call(self.store.append_rows(self.run_id, batch.rows, self.lease))  # type: ignore[attr-defined]
+        # A `RowWriting` store takes the text encoded at staging; any other store (or a wrapper that
+        # intercepts `append`) gets the protocol's own calls.
+        if self._rows_writer is not None:
+            seqs = await self._store_call(self._rows_writer(self.run_id, batch.rows, self.lease))
         else:
             seqs = []
             staged: list[JournalEntry] = []  # facts with no caller waiting ride one `append_many`, as before
@@ -521,18 +524,18 @@ class Segment:
 
 
 RowWriter = Callable[[str, list[tuple[int, str]], Lease | None], list[int]]
+AsyncRowWriter = Callable[[str, list[tuple[int, str]], Lease | None], Awaitable[list[int]]]
 """`append_rows_now(run_id, rows, lease)`: a store's journal write that returns once durable, never waiting."""
 
 
 def writes_without_waiting(store: JournalStore) -> RowWriter | None:
-    """The store's `append_rows_now`, unless a subclass or the instance overrides `append_rows` without it
-    (to count or fail writes): then the engine keeps calling the `append_rows` that was overridden."""
-    owners = [getattr(store, "__dict__", {}), *(vars(cls) for cls in type(store).__mro__)]
-    now = next((i for i, names in enumerate(owners) if "append_rows_now" in names), None)
-    rows = next((i for i, names in enumerate(owners) if "append_rows" in names), None)
-    if now is None or rows is None or now > rows:
+    """The store's `append_rows_now` when its class declares `ImmediateRowWriting` (a class, not a
+    delegating wrapper: a wrapper that intercepts `append` must see every write) and the instance did
+    not set it to None."""
+    if not issubclass(type(store), ImmediateRowWriting):
         return None
-    return store.append_rows_now  # type: ignore[attr-defined,no-any-return]
+    now = getattr(store, "append_rows_now", None)
+    return now if callable(now) else None
 
 
 def suspension_key(entry: JournalEntry) -> str | None:
