@@ -6,7 +6,8 @@ Configured by environment variables, so each worker process can differ:
 - `WORKER_FIXED`: set, the `crasher` workflow no longer kills its worker;
 - `WORKER_LATENCY` (s, default 0.02), `WORKER_TTL` (lease TTL s, default 60),
   `WORKER_CLOCK_OFFSET` (s added to this process's clock for the engine and the store),
-  `WORKER_CAPS` (`queue=cap,...`).
+  `WORKER_CAPS` (`queue=cap,...`);
+- `WORKER_REFUSALS`: a file to log each fenced write of this process the database refused.
 
 The fake model logs `start <prompt>` when a request is sent and `done <prompt>` once its reply
 completed, one line each, from every process into one file; replies name the answering process.
@@ -121,3 +122,21 @@ engine = tether.Engine(
 # What this process believes the time is (the skew test reads it from the worker's output). On stderr,
 # so a command's `--json` document on stdout stays the only thing there.
 print(f"worker_app clock {clock()}", file=sys.stderr, flush=True)
+
+
+def _log_refusals(store: PostgresStore, path: str) -> None:
+    """Write `refused <run_id> <action> epoch <n>` to `path` each time the database refuses one of this
+    process's fenced writes (a stale epoch or an expired lease): the multi-host tests count them."""
+    reject = store._reject
+
+    def logged(run_id: str, lease: Any, row: Any, action: str = "append") -> Any:
+        with open(path, "a") as f:
+            f.write(f"refused {run_id} {action} epoch {lease.epoch}\t{os.getpid()}\t{time.time()}\n")
+        return reject(run_id, lease, row, action)
+
+    store._reject = logged  # type: ignore[method-assign]
+
+
+# `WORKER_REFUSALS`: a file that receives one line per fenced write the database refused (see above).
+if os.environ.get("WORKER_REFUSALS") and isinstance(_NAMED_STORE.get("store"), PostgresStore):
+    _log_refusals(_NAMED_STORE["store"], os.environ["WORKER_REFUSALS"])
