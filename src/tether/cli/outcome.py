@@ -63,12 +63,14 @@ def resolve_commands(outcome: RunOutcome, store: str | None) -> list[str]:
 
 
 def resume_command(outcome: RunOutcome, resolved: Resolved, workflow: str | None, store: str | None) -> str:
+    """The `tether resume` that continues the run, pasteable as printed: it names the same store as the
+    `pending` lines (an app's or module's engine would otherwise resume on the store its code names)."""
     parts = ["tether resume", shlex.quote(outcome.run_id)]
     if workflow:
         parts.append(f"--workflow {shlex.quote(workflow)}")
     if resolved.source == "app" and resolved.target:
         parts.append(f"--app {shlex.quote(resolved.target)}")
-    return " ".join(parts) + (store_flag(store) if resolved.source == "default" else "")
+    return " ".join(parts) + store_flag(store)
 
 
 def outcome_doc(outcome: RunOutcome, ceiling: float | None, resolved: Resolved, workflow: str | None) -> dict[str, Any]:
