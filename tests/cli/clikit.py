@@ -33,11 +33,21 @@ def shout(text: str) -> str:
     return text.upper()
 
 
+@tether.tool(needs_approval=True)
+def save_note(text: str) -> str:
+    """Save a note (a human approves each call)."""
+    return f"saved: {text}"
+
+
 def answer(request):
     prompt = request.messages[0].text_content
     called = any(m.role == "tool" for m in request.messages)
     if request.tools and any(t.name == "shout" for t in request.tools) and not called:
         return Reply(tool_calls=[ToolCall("shout", {"text": "yes"})], input_tokens=100, output_tokens=10)
+    if request.tools and any(t.name == "save_note" for t in request.tools) and not called:
+        return Reply(tool_calls=[ToolCall("save_note", {"text": "buy milk"})], input_tokens=100, output_tokens=10)
+    if called and "Note" in prompt:
+        return Reply(text=f"tool said: {request.messages[-1].text_content}", input_tokens=100, output_tokens=10)
     if "Score" in prompt:
         return Reply(output={"score": 7.5, "rationale": "fair [enough]"}, input_tokens=100, output_tokens=20)
     return Reply(text=f"answer to: {prompt}", input_tokens=100, output_tokens=30)
@@ -57,6 +67,16 @@ async def panel(ctx: tether.Ctx, question: str) -> dict:
 async def approve(ctx: tether.Ctx) -> object:
     await ctx.agent("Draft the plan", label="draft")
     return await ctx.await_external("approve")
+
+
+@tether.workflow
+async def note(ctx: tether.Ctx) -> str:
+    return await ctx.agent("Note it down", tools=[save_note], label="note")
+
+
+@tether.workflow
+async def pick(ctx: tether.Ctx) -> object:
+    return await ctx.await_external("color", schema={"enum": ["red", "green"]})
 
 
 @tether.workflow
@@ -85,7 +105,7 @@ async def slow(ctx: tether.Ctx) -> str:
 
 engine = tether.Engine(
     models=[fake], routing={"loop": "fake:m"}, store=os.environ.get("FLOWS_STORE", "memory://"),
-    workflows=[panel, approve, items, boom, spend, slow],
+    workflows=[panel, approve, note, pick, items, boom, spend, slow],
     lease_ttl_s=float(os.environ.get("FLOWS_LEASE_TTL_S", "60")),
 )
 '''

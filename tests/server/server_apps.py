@@ -13,7 +13,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import tether
 from tether.contracts.messages import ChatRequest
@@ -146,7 +146,12 @@ async def score(ctx: tether.Ctx) -> Any:
     return await ctx.await_external("score", schema=int)
 
 
-WORKFLOWS = (research, live_panel, wait_with_work, wait, ship, echo, score)
+@tether.workflow(name="triage")
+async def triage(ctx: tether.Ctx) -> Any:
+    return await ctx.await_external("severity", schema=Literal["low", "high"])
+
+
+WORKFLOWS = (research, live_panel, wait_with_work, wait, ship, echo, score, triage)
 
 
 def stepping_clock(step_s: float = 0.35) -> Callable[[], float]:

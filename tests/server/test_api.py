@@ -578,7 +578,7 @@ def test_the_openapi_document_is_valid_and_generated_from_the_routes(serve: Serv
     ops = {(op.method.lower(), op.path) for op in operations()}
     assert {(m, p) for p, item in doc["paths"].items() for m in item} == ops
     start = doc["components"]["schemas"]["StartRequest"]["properties"]["workflow"]
-    assert start["enum"] == ["echo", "live_panel", "research", "score", "ship", "wait", "wait_with_work"]
+    assert start["enum"] == ["echo", "live_panel", "research", "score", "ship", "triage", "wait", "wait_with_work"]
     assert "security" not in doc
     gated = serve(token="t").get("/api/openapi.json", headers={"Authorization": "Bearer t"}).json()
     validate(gated)

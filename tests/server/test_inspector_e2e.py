@@ -19,6 +19,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -228,4 +229,34 @@ def test_a_live_runs_nodes_change_state_and_its_suspension_resolves_from_the_pag
     expect(page.locator("[data-testid=agent-node]")).to_have_count(4)
     expect(page.locator(".kv")).to_contain_text('"ship": true')
     shoot(page, "inspector.png")
+    assert errors == []
+
+
+def test_a_suspensions_form_shows_what_it_accepts_before_anything_is_typed(server: str, browser: Browser) -> None:
+    post(server, "/api/runs", {"workflow": "ship", "run_id": "ship-e2e"})
+    post(server, "/api/runs", {"workflow": "triage", "run_id": "triage-e2e"})
+    page = browser.new_page(viewport=NARROW)
+    errors = watch_errors(page)
+
+    page.goto(server + "/#/runs/ship-e2e")
+    approval = page.locator("[data-testid=suspension]")
+    expect(approval).to_be_visible(timeout=TIMEOUT_MS)
+    expect(approval.locator("[data-testid=accepts]")).to_have_text("accepts exactly allow or deny")
+    expect(approval.locator("[data-testid=resolve-value]")).to_have_count(0)  # nothing free-form to mistype
+    approval.locator("[data-testid=resolve-deny]").click()
+    expect(page.locator("[data-testid=run-status]")).to_have_attribute("data-status", "ok", timeout=TIMEOUT_MS)
+
+    page.goto(server + "/#/runs/triage-e2e")
+    form = page.locator("[data-testid=suspension][data-key='severity']")
+    expect(form).to_be_visible(timeout=TIMEOUT_MS)
+    expect(form.locator("[data-testid=accepts]")).to_have_text("accepts exactly low or high")
+    choice = form.locator("[data-testid=resolve-choice]")
+    expect(choice.locator("option")).to_have_text(["low", "high"])
+    choice.select_option(label="high")
+    form.scroll_into_view_if_needed()
+    shoot(page, "inspector-enum-narrow.png")
+    form.locator("[data-testid=resolve]").click()
+    expect(page.locator("[data-testid=run-status]")).to_have_attribute("data-status", "ok", timeout=TIMEOUT_MS)
+    outcome: Any = get(server, "/api/runs/triage-e2e")["outcome"]
+    assert outcome["value"] == "high"
     assert errors == []

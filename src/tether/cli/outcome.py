@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,10 +57,13 @@ def store_flag(url: str | None) -> str:
     return f" --store {shlex.quote(url)}"
 
 
-def resolve_commands(outcome: RunOutcome, store: str | None) -> list[str]:
-    """The exact `tether resolve` line for each pending key."""
+def resolve_commands(outcome: RunOutcome, store: str | None, hints: Mapping[str, str] | None = None) -> list[str]:
+    """The exact `tether resolve` line for each pending key; VALUE is `allow|deny` for a tool approval
+    (and an enum's values), as `hints` has them."""
     run = shlex.quote(outcome.run_id)
-    return [f"tether resolve {run} {shlex.quote(key)} VALUE{store_flag(store)}" for key in outcome.pending]
+    shown = hints or {}
+    return [f"tether resolve {run} {shlex.quote(key)} {shown.get(key, 'VALUE')}{store_flag(store)}"
+            for key in outcome.pending]
 
 
 def resume_command(outcome: RunOutcome, resolved: Resolved, workflow: str | None, store: str | None) -> str:
@@ -73,8 +77,9 @@ def resume_command(outcome: RunOutcome, resolved: Resolved, workflow: str | None
     return " ".join(parts) + store_flag(store)
 
 
-def outcome_doc(outcome: RunOutcome, ceiling: float | None, resolved: Resolved, workflow: str | None) -> dict[str, Any]:
-    """The `--json` document of a run or resume."""
+def outcome_doc(outcome: RunOutcome, ceiling: float | None, resolved: Resolved, workflow: str | None,
+                hints: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The `--json` document of a run or resume (`hints`: what each pending key takes, for its resolve line)."""
     store = resolved.engine.store_url
     error = error_view(outcome.error)
     hint = no_model_hint(resolved) if needs_a_model(outcome.error) else None
@@ -90,7 +95,7 @@ def outcome_doc(outcome: RunOutcome, ceiling: float | None, resolved: Resolved, 
         "replay": outcome.replay.model_dump(mode="json"),
         "dropped": [d.model_dump(mode="json") for d in outcome.dropped],
         "pending": list(outcome.pending),
-        "resolve": resolve_commands(outcome, store),
+        "resolve": resolve_commands(outcome, store, hints),
         "resume": resume_command(outcome, resolved, workflow, store) if outcome.pending else None,
         "warnings": list(outcome.warnings),
         "exit_code": STATUS_EXIT.get(outcome.status, 1),
@@ -101,9 +106,9 @@ _COLOR = {"ok": "green", "suspended": "yellow", "exhausted": "yellow", "cancelle
 
 
 def print_outcome(outcome: RunOutcome, ceiling: float | None, resolved: Resolved, workflow: str | None,
-                  json_out: bool) -> int:
+                  json_out: bool, hints: Mapping[str, str] | None = None) -> int:
     """Print the outcome (human lines or `--json`) and return the exit code its status maps to."""
-    doc = outcome_doc(outcome, ceiling, resolved, workflow)
+    doc = outcome_doc(outcome, ceiling, resolved, workflow, hints)
     if json_out:
         emit_json(doc)
         return int(doc["exit_code"])

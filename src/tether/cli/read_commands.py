@@ -11,8 +11,10 @@ import typer
 from rich.table import Table
 
 from tether.cli.cost_view import orphan_line, total_phrase
+from tether.cli.resolutions import check_value, find_open
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
 from tether.contracts.entries import JournalEntry
+from tether.engine.engine import Engine
 from tether.journal.cost import agent_spend, dispatch_value
 
 
@@ -127,13 +129,24 @@ def ledger(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> No
 def resolve(
     run_id: str,
     key: str,
-    value: Annotated[str, typer.Argument(help="JSON, or plain text taken as a string.")],
+    value: Annotated[str, typer.Argument(help="JSON, or plain text taken as a string; a tool approval takes "
+                                         "exactly allow or deny.")],
     store: StoreOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Resolve suspension KEY of RUN_ID with VALUE; `tether resume` then continues the run."""
+    """Resolve suspension KEY of RUN_ID with VALUE; `tether resume` then continues the run.
+
+    A tool approval (`approval:...`) takes exactly `allow` or `deny`; a mistyped KEY lists the open ones.
+    """
     parsed: Any = parse_json_value(value)
-    ok = read_store(store, lambda e: e.resolve_external(run_id, key, parsed))
+
+    async def close(engine: Engine) -> bool:
+        suspension = find_open(await engine.inspect(run_id), run_id, key)
+        if suspension is not None:
+            check_value(suspension, parsed, run_id)
+        return await engine.resolve_external(run_id, key, parsed)
+
+    ok = read_store(store, close)
     if json_out:
         emit_json({"run_id": run_id, "key": key, "resolved": ok})
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +13,7 @@ from rich.console import Console
 
 from tether.cli.app import Resolved, resolve
 from tether.cli.outcome import print_outcome
+from tether.cli.resolutions import value_hints
 from tether.cli.shell import (
     JsonOpt,
     StoreOpt,
@@ -121,7 +123,7 @@ def run(
             console().print(f"{esc(queued)}: queued on {esc(queue)}")
         return
 
-    async def go() -> tuple[RunOutcome, float | None]:
+    async def go() -> Ended:
         engine = resolved.engine
         try:
             if run_id is not None:
@@ -131,12 +133,11 @@ def run(
             handle = engine.start(wf, parsed, run_id=run_id, budget_usd=budget, event_log=events,
                                   allow_unpriced=allow_unpriced or None, overshoot=mode)
             outcome = await watch(handle, progress, json_out)
-            return outcome, await _ceiling(engine, outcome.run_id, budget)
+            return Ended(outcome, await _ceiling(engine, outcome.run_id, budget), await _hints(engine, outcome))
         finally:
             await engine.close()
 
-    outcome, ceiling = run_async(go)
-    raise typer.Exit(print_outcome(outcome, ceiling, resolved, target, json_out))
+    raise typer.Exit(run_async(go).print(resolved, target, json_out))
 
 
 async def _enqueue(engine: Engine, wf: Workflow, args: dict[str, Any], run_id: str | None, budget: float | None,
@@ -177,7 +178,7 @@ def resume(
     if resolved.source == "default":
         existing_store(store_url(store))
 
-    async def go() -> tuple[RunOutcome, float | None]:
+    async def go() -> Ended:
         engine = resolved.engine
         try:
             meta = await engine.run_meta(run_id)
@@ -188,12 +189,12 @@ def resume(
                                                allow_unpriced=allow_unpriced or None, raise_budget_usd=raise_budget,
                                                raise_reason=reason)
             outcome = await watch(handle, progress, json_out)
-            return outcome, raise_budget if raise_budget is not None else meta.budget_usd
+            ceiling = raise_budget if raise_budget is not None else meta.budget_usd
+            return Ended(outcome, ceiling, await _hints(engine, outcome))
         finally:
             await engine.close()
 
-    outcome, ceiling = run_async(go)
-    raise typer.Exit(print_outcome(outcome, ceiling, resolved, target, json_out))
+    raise typer.Exit(run_async(go).print(resolved, target, json_out))
 
 
 def cancel(
@@ -235,6 +236,23 @@ def cancel(
         )
     else:
         console().print(f"run {esc(run_id)}: cancel requested; the run settled {esc(status)}")
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a run or resume ended, with what its printout needs from the store before the engine closes."""
+
+    outcome: RunOutcome
+    ceiling: float | None
+    hints: dict[str, str]
+    """What each pending key takes (`allow|deny` for a tool approval), for its `tether resolve` line."""
+
+    def print(self, resolved: Resolved, target: str | None, json_out: bool) -> int:
+        return print_outcome(self.outcome, self.ceiling, resolved, target, json_out, self.hints)
+
+
+async def _hints(engine: Engine, outcome: RunOutcome) -> dict[str, str]:
+    return value_hints(await engine.inspect(outcome.run_id)) if outcome.pending else {}
 
 
 async def _existing(engine: Engine, run_id: str) -> RunMeta | None:

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tether.cli.app import CommandLineError, configured_store
-from tether.contracts.errors import ConfigError, TetherError
+from tether.contracts.errors import ConfigError, InvalidResolutionError, TetherError
 from tether.engine.engine import DEFAULT_STORE, Engine
 
 T = TypeVar("T")
@@ -59,10 +59,11 @@ def one_line(text: str) -> str:
 
 
 def fail(exc: BaseException, *, code: int = EXIT_ERROR) -> NoReturn:
-    """Print one line on stderr (`error (code): message`) and exit non-zero (2 for a malformed command line)."""
+    """Print one line on stderr (`error (code): message`) and exit non-zero (2 for a malformed command line
+    or a value its suspension does not accept)."""
     if isinstance(exc, TetherError):
         line = f"error ({exc.code}): {exc.message}"
-        code = EXIT_USAGE if isinstance(exc, CommandLineError) else code
+        code = EXIT_USAGE if isinstance(exc, CommandLineError | InvalidResolutionError) else code
     elif isinstance(exc, typer.TyperException):  # typer's own usage errors (unknown option, missing argument)
         line, code = f"error (usage): {exc.format_message()}", int(getattr(exc, "exit_code", EXIT_USAGE))
     else:

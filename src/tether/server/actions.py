@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from tether.cli.resolutions import OpenSuspension, SuspensionNotFoundError, check_value, find_open
 from tether.contracts.entries import JournalEntry
 from tether.contracts.protocols import QueueStore
-from tether.engine.segment import suspension_key
 from tether.engine.tree import Containment
-from tether.journal.matching import JournalIndex
-from tether.server import views
 from tether.server.api import load_run, state_of
 from tether.server.models import (
     CancelRequest,
@@ -26,22 +24,23 @@ from tether.server.state import ServerState
 async def resolve(call: Call) -> ResolveResult:
     """Close suspension `key`: wake the parked branch of a run driven here, or journal it durably.
 
-    A run that had settled `suspended` and whose workflow this server's engine has registered is
-    then resumed here, so it carries on without another command.
+    A tool approval takes exactly `"allow"` or `"deny"` (422 `invalid-resolution` otherwise, nothing
+    written). A run that had settled `suspended` and whose workflow this server's engine has registered
+    is then resumed here, so it carries on without another command.
     """
     state, body = state_of(call), call.body
     assert isinstance(body, ResolveRequest)
     run_id = call.run_id
     meta, entries = await load_run(state, run_id)
-    if not any(s.key == body.key for s in views.suspensions(entries)):
-        raise _no_open_suspension(run_id, body.key, entries)
+    check_value(_open_suspension(run_id, body.key, entries), body.value, run_id)
     live = state.driving(run_id)
     if live is not None:
         if not await live.handle.resolve_external(body.key, body.value):
-            raise _no_open_suspension(run_id, body.key, (await load_run(state, run_id))[1])
+            _open_suspension(run_id, body.key, (await load_run(state, run_id))[1])
+            raise _already_resolved(run_id, body.key)
         return ResolveResult(run_id=run_id, key=body.key, woke_live_run=True, resumed=False, status="running")
     if not await state.engine.resolve_external(run_id, body.key, body.value):
-        raise _no_open_suspension(run_id, body.key, (await load_run(state, run_id))[1])
+        raise _already_resolved(run_id, body.key)
     resumed = _resume_here(state, run_id, meta.status, meta.workflow, meta.args)
     return ResolveResult(run_id=run_id, key=body.key, woke_live_run=False, resumed=resumed,
                          status="running" if resumed else meta.status)
@@ -54,14 +53,20 @@ def _resume_here(state: ServerState, run_id: str, status: str, workflow: str, ar
     return True
 
 
-def _no_open_suspension(run_id: str, key: str, entries: list[JournalEntry]) -> ApiError:
-    index = JournalIndex.build(entries)
-    if any(suspension_key(e) == key for e in index.suspensions()):
-        return ApiError(409, "already-resolved", f"suspension {key!r} of run {run_id!r} is already closed (the first "
-                        f"resolution wins); nothing was written", run_id=run_id, key=key)
-    open_keys = [s.key for s in views.suspensions(entries)]
-    return ApiError(404, "suspension-not-found", f"run {run_id!r} has no suspension {key!r}; open keys: "
-                    f"{open_keys or 'none'}", run_id=run_id, key=key, open=open_keys)
+def _open_suspension(run_id: str, key: str, entries: list[JournalEntry]) -> OpenSuspension:
+    """The open suspension `key`, else 409 `already-resolved` (it was closed) or 404 listing the open keys."""
+    try:
+        found = find_open(entries, run_id, key)
+    except SuspensionNotFoundError as exc:
+        raise ApiError(404, exc.code, exc.message, **exc.data) from None
+    if found is None:
+        raise _already_resolved(run_id, key)
+    return found
+
+
+def _already_resolved(run_id: str, key: str) -> ApiError:
+    return ApiError(409, "already-resolved", f"suspension {key!r} of run {run_id!r} is already closed (the first "
+                    f"resolution wins); nothing was written", run_id=run_id, key=key)
 
 
 SETTLED = ("ok", "error", "exhausted", "cancelled")

@@ -114,6 +114,11 @@ class Suspension(BaseModel):
     tool: str | None = None
     args: JsonValue = None
     since: float | None = None
+    accepts: list[JsonValue] | None = None
+    """The only values a resolution may carry: `["allow", "deny"]` for an approval (exactly those), a declared
+    enum's (or const's) values; None when any value the schema admits will do."""
+    value_schema: dict[str, JsonValue] | None = None
+    """The JSON Schema the `await_external` declared (None: any JSON value)."""
 
 
 class SpendPoint(BaseModel):

@@ -6,8 +6,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tether.cli.resolutions import open_suspensions
 from tether.contracts.entries import JournalEntry, RunMeta
-from tether.engine.segment import suspension_key
 from tether.journal.cost import AgentSpend, CostReport, cost_report, fold_cost, fold_spend
 from tether.journal.matching import JournalIndex
 from tether.journal.tree import fold_tree
@@ -35,16 +35,17 @@ def genesis(entries: Sequence[JournalEntry]) -> JournalEntry | None:
 
 
 def suspensions(entries: Sequence[JournalEntry]) -> list[Suspension]:
-    """Open suspensions, in journal order."""
+    """Open suspensions, in journal order, with the values each accepts."""
     out: list[Suspension] = []
-    for e in JournalIndex.build(entries).open_suspensions():
-        key = suspension_key(e)
-        if key is None or e.seq is None:
-            continue
+    for s in open_suspensions(entries):
+        e = s.entry
         value = e.value if isinstance(e.value, dict) else {}
+        schema = value.get("schema")
         out.append(Suspension(
-            key=key, kind="approval" if e.kind == "approval" else "external", seq=e.seq, scope=e.scope,
-            label=e.label, agent_id=e.agent_id, tool=value.get("tool"), args=value.get("args"), since=e.started_at,
+            key=s.key, kind=s.kind, seq=e.seq or 0, scope=e.scope, label=e.label, agent_id=e.agent_id,
+            tool=value.get("tool"), args=value.get("args"), since=e.started_at,
+            accepts=list(s.accepts) if s.accepts is not None else None,
+            value_schema=schema if isinstance(schema, dict) else None,
         ))
     return out
 

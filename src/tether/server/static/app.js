@@ -359,7 +359,6 @@
       if (!det.suspensions.length) { fill(el.pending, h("div", { class: "empty" }, "Nothing is waiting.")); return; }
       fill(el.pending, ...det.suspensions.map((sus) => {
         const msg = h("span", { class: "s-msg" });
-        const area = h("textarea", { name: "value", "aria-label": "value for " + sus.key, placeholder: "value: JSON (true, 42, {\"ok\": true}) or plain text", "data-testid": "resolve-value" });
         const send = async (value, btn) => {
           btn.disabled = true;
           msg.className = "s-msg";
@@ -372,19 +371,42 @@
             await refresh();
           } catch (e) { msg.className = "s-msg bad"; msg.textContent = e.message; btn.disabled = false; }
         };
-        const parse = (text) => { try { return JSON.parse(text); } catch (_) { return text; } };
-        const form = h("form", { class: "suspension", "data-key": sus.key, "data-testid": "suspension",
-          onsubmit: (ev) => { ev.preventDefault(); send(parse(area.value.trim()), ev.submitter || form.querySelector("button")); } },
+        const controls = resolveControls(sus, send, msg);
+        return h("form", { class: "suspension", "data-key": sus.key, "data-testid": "suspension",
+          onsubmit: (ev) => { ev.preventDefault(); if (controls.submit) controls.submit(ev); } },
           h("div", { class: "s-head" }, h("span", { class: "s-key" }, sus.key), h("span", { class: "pill", "data-status": "suspended" }, sus.kind),
             h("span", { class: "small muted" }, sus.since ? "waiting since " + ago(sus.since) : "")),
           sus.kind === "approval" ? h("div", { class: "small", style: "margin-top:6px" }, "tool ", h("strong", { class: "mono" }, sus.tool || "?"), sus.agent_id ? " · agent #" + sus.agent_id : "", json(sus.args)) : null,
-          sus.kind === "approval"
-            ? h("div", { class: "s-actions" },
-              h("button", { type: "button", class: "btn btn-ok", onclick: (ev) => send("allow", ev.target) }, "Allow"),
-              h("button", { type: "button", class: "btn btn-danger", onclick: (ev) => send("deny", ev.target) }, "Deny"), msg)
-            : [area, h("div", { class: "s-actions" }, h("button", { type: "submit", class: "btn btn-primary", "data-testid": "resolve" }, "Resolve"), msg)]);
-        return form;
+          controls.nodes);
       }));
+    }
+
+    // What a suspension takes, shown before anything is typed: an approval exactly allow or deny, an enum its
+    // values (a select, nothing to mistype), a declared schema next to the free-text field.
+    function resolveControls(sus, send, msg) {
+      const accepts = sus.accepts || null;
+      const shown = (v) => typeof v === "string" ? v : JSON.stringify(v);
+      const note = accepts
+        ? h("div", { class: "small muted s-accepts", "data-testid": "accepts" }, "accepts exactly ",
+          accepts.map((v, i) => [i ? (i === accepts.length - 1 ? " or " : ", ") : "", h("code", {}, shown(v))]))
+        : sus.value_schema ? h("div", { class: "small muted s-accepts", "data-testid": "accepts" }, "expects ", h("code", {}, JSON.stringify(sus.value_schema))) : null;
+      if (sus.kind === "approval") {
+        return { nodes: [note, h("div", { class: "s-actions" },
+          h("button", { type: "button", class: "btn btn-ok", "data-testid": "resolve-allow", onclick: (ev) => send("allow", ev.target) }, "Allow"),
+          h("button", { type: "button", class: "btn btn-danger", "data-testid": "resolve-deny", onclick: (ev) => send("deny", ev.target) }, "Deny"), msg)] };
+      }
+      const submit = h("button", { type: "submit", class: "btn btn-primary", "data-testid": "resolve" }, "Resolve");
+      if (accepts) {
+        const choice = h("select", { name: "value", "aria-label": "value for " + sus.key, "data-testid": "resolve-choice" },
+          accepts.map((v, i) => h("option", { value: String(i) }, shown(v))));
+        return { nodes: [note, h("div", { class: "s-actions" }, choice, submit, msg)],
+          submit: (ev) => send(accepts[Number(choice.value)], ev.submitter || submit) };
+      }
+      const area = h("textarea", { name: "value", "aria-label": "value for " + sus.key, "data-testid": "resolve-value",
+        placeholder: sus.value_schema ? "value: JSON matching the schema above" : "value: JSON (true, 42, {\"ok\": true}) or plain text" });
+      const parse = (text) => { try { return JSON.parse(text); } catch (_) { return text; } };
+      return { nodes: [note, area, h("div", { class: "s-actions" }, submit, msg)],
+        submit: (ev) => send(parse(area.value.trim()), ev.submitter || submit) };
     }
 
     function renderOutcome(det) {
