@@ -25,7 +25,7 @@ from soak.requestlog import LoggingFake, RequestLog, request_identity, tag
 from tether.contracts.entries import RunStatus
 from tether.contracts.messages import ChatRequest
 from tether.contracts.protocols import JournalStore
-from tether.engine.runner import Overshoot
+from tether.engine.options import Overshoot
 from tether.testing import Reply, ToolCall
 
 MODEL = "soak"

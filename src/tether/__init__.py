@@ -41,8 +41,8 @@ from tether.engine.ctx import BranchOutcome, Ctx
 from tether.engine.engine import Engine
 from tether.engine.event_log import read_events
 from tether.engine.handle import RunHandle
+from tether.engine.options import AgentOptions, Containment, RunOptions
 from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
-from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow, workflow
 from tether.journal.cost import CostReport
 from tether.journal.tree import AgentNode, TreeReport
@@ -59,6 +59,7 @@ __all__ = [
     "AgentError",
     "AgentEvent",
     "AgentNode",
+    "AgentOptions",
     "AgentResult",
     "BaseEvent",
     "BranchOutcome",
@@ -92,6 +93,7 @@ __all__ = [
     "RunHandedBackError",
     "RunHandle",
     "RunNotFoundError",
+    "RunOptions",
     "RunOutcome",
     "StoreUnavailableError",
     "TetherError",

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 import tether
 from tether.contracts.entries import JournalEntry
-from tether.engine.runner import GENESIS_KEY, RunOptions, durable_options
+from tether.engine.options import SegmentOptions, durable_options
 from tether.journal.cost import fold_cost
+from tether.journal.keys import GENESIS_KEY
 from tether.testing import Reply, ToolCall
 
 PRICE = tether.Price(input=10.0, output=20.0)  # a 1,000-in / 500-out turn = 0.02 USD
@@ -229,4 +230,4 @@ async def test_the_overshoot_mode_is_fixed_at_the_start_and_old_runs_keep_the_bo
     # A run started before the option existed has no `overshoot` in its genesis: it keeps the mode it ran in.
     old = JournalEntry(seq=1, kind="decision", key=GENESIS_KEY, label="genesis",
                        value={"decision": "genesis", "workflow": "one", "budget_usd": 1.0})
-    assert durable_options("r", RunOptions(resume=True), old).overshoot == "bounded"
+    assert durable_options("r", SegmentOptions(resume=True), old).overshoot == "bounded"

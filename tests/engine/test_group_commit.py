@@ -164,7 +164,7 @@ async def test_a_caller_cancelled_while_its_commit_is_in_flight_sees_it_only_onc
 ) -> None:
     """Every caller of a batch awaits the batch's one commit: cancelling one cancels neither the write
     nor its siblings, and the cancelled caller wakes (cancelled) only after its entry is durable."""
-    from tether.engine.segment import AppendCancelled
+    from tether.engine.journal_writer import AppendCancelled
 
     path = tmp_path / "t.db"
     store = SlowSqlite(path)
@@ -179,7 +179,7 @@ async def test_a_caller_cancelled_while_its_commit_is_in_flight_sees_it_only_onc
         async def append(label: str) -> int:
             from tether.contracts.entries import JournalEntry
 
-            entry = await seg.append(JournalEntry(kind="step", status="ok", scope="", key=label, label=label))
+            entry = await seg.journal.append(JournalEntry(kind="step", status="ok", scope="", key=label, label=label))
             assert entry.seq is not None
             return entry.seq
 
@@ -236,7 +236,7 @@ async def test_the_store_fast_path_is_declared_by_the_class_not_found_through_a_
     """`ImmediateRowWriting`/`RowWriting` are declared by a store's class: a wrapper that delegates
     everything else through `__getattr__` and intercepts `append` sees every journal write."""
     from tether.contracts.protocols import ImmediateRowWriting, RowWriting
-    from tether.engine.segment import writes_without_waiting
+    from tether.engine.journal_writer import writes_without_waiting
 
     inner = SqliteStore(tmp_path / "t.db")
     assert writes_without_waiting(inner) is not None

@@ -11,7 +11,7 @@ from typing import Any
 
 import tether
 from tether.contracts.messages import ChatRequest
-from tether.engine.tree import Containment
+from tether.engine.options import Containment
 from tether.testing import Reply, ToolCall
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import tether
 from tether.contracts.entries import JournalEntry, Lease
 from tether.contracts.messages import ChatRequest
-from tether.engine.tree import Containment
+from tether.engine.options import Containment
 from tether.stores import open_store
 from tether.testing import Reply, ToolCall
 

@@ -16,7 +16,7 @@ from workerkit import WorkerProcess, request_lines, requests, run_cli, spawn_wor
 import tether
 from tether.contracts.entries import JournalEntry
 from tether.contracts.queue import Claim, ClaimRequest
-from tether.engine.runner import SETTLE_KEY
+from tether.journal.keys import SETTLE_KEY
 from tether.stores.leases import local_host
 from tether.stores.postgres import PostgresStore
 from tether.worker import Worker

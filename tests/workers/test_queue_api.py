@@ -17,7 +17,7 @@ import worker_app
 from workerkit import HERE, SRC, PausableProxy, request_lines, requests, spawn_worker, wait_until, workers
 
 import tether
-from tether.engine.runner import GENESIS_KEY, SETTLE_KEY
+from tether.journal.keys import GENESIS_KEY, SETTLE_KEY
 from tether.stores.postgres import PostgresStore
 from tether.testing import Reply
 from tether.worker import Worker

@@ -14,7 +14,7 @@ from workerkit import request_lines, requests, spawn_worker, wait_until, workers
 
 import tether
 from tether.contracts.entries import JournalEntry
-from tether.engine.runner import SETTLE_KEY
+from tether.journal.keys import SETTLE_KEY
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -13,7 +13,7 @@ from workerkit import PausableProxy, request_lines, requests, spawn_worker, wait
 
 import tether
 from tether.contracts.entries import JournalEntry
-from tether.engine.runner import SETTLE_KEY
+from tether.journal.keys import SETTLE_KEY
 from tether.stores.leases import current_owner
 from tether.stores.postgres import PostgresStore
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError, InvalidResolutionError
-from tether.engine.segment import suspension_key
+from tether.engine.suspensions import suspension_key
 from tether.journal.matching import JournalIndex
 
 APPROVAL_VALUES: tuple[str, ...] = ("allow", "deny")

@@ -31,8 +31,8 @@ from tether.contracts.entries import RunMeta
 from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
+from tether.engine.options import OVERSHOOT_MODES, Overshoot
 from tether.engine.outcome import RunOutcome
-from tether.engine.runner import OVERSHOOT_MODES, Overshoot
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key
 

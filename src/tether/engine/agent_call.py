@@ -6,8 +6,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from pydantic import BaseModel
 
@@ -22,24 +21,24 @@ from tether.contracts.errors import AgentCallError, BudgetExhaustedError, Config
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
 from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
-from tether.contracts.stream import FinishReason
-from tether.contracts.usage import Usage
+from tether.engine.agent_result import restore_result
 from tether.engine.checkpoint import checkpoint_key
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
+from tether.engine.options import AgentOptions, check_agent_options
+from tether.engine.orchestrator import spawn_tool
 from tether.engine.outcome import DroppedBranch
+from tether.engine.profiles import NO_PROFILE
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import schema_hash, to_jsonable
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
 from tether.journal.scope import agent_segment, join
-from tether.mcp.source import ToolLike, resolve_tools, toolset_changes, toolset_record
-from tether.routing import ModelLike
+from tether.mcp.source import resolve_tools, toolset_changes, toolset_record
 from tether.tools.definition import Tool, toolset_hash
 from tether.tools.executors.worktree import Worktree
 
 if TYPE_CHECKING:
-    from tether.engine.ctx import Ctx
     from tether.engine.segment import Segment
 
 
@@ -47,22 +46,6 @@ if TYPE_CHECKING:
 MEMOIZED_ERROR_KINDS = frozenset({"schema-mismatch"})
 DEFAULT_MAX_OUTPUT = 4_096
 """A call's output limit when it sets none (bounded mode, or no USD ceiling)."""
-
-
-@dataclass(frozen=True)
-class AgentProfile:
-    """Defaults for an `agent_type` registered on the engine (`engine.profile(...)`)."""
-
-    model: ModelLike | None = None
-    system: str | None = None
-    tools: Sequence[ToolLike] = ()
-    max_turns: int | None = None
-    max_output_tokens: int | None = None
-    est_cost: float | None = None
-
-
-_NO_PROFILE = AgentProfile()
-"""The defaults of an agent type that has no profile (frozen, so one instance serves every call)."""
 
 
 def output_spec(output: Any) -> OutputSpec | None:
@@ -81,7 +64,6 @@ class AgentCall:
 
     def __init__(self, seg: Segment) -> None:
         self.seg = seg
-        self.ctx: Ctx | None = None
         self._replay_facts: ReplayFacts | None = None  # built at the first replayed agent
 
     async def call(
@@ -89,28 +71,27 @@ class AgentCall:
         prompt: str,
         *,
         output: Any = None,
-        tools: Sequence[ToolLike] = (),
-        model: ModelLike | None = None,
-        agent_type: str | None = None,
-        key: str | None = None,
-        label: str | None = None,
-        est_cost: float | None = None,
-        max_turns: int | None = None,
-        max_output_tokens: int | None = None,
-        tool_budget: Any = None,
         on_error: Literal["raise", "none"] = "raise",
         full: bool = False,
         role: str = "loop",
-        system: str | None = None,
-        exposure_wait: bool = False,
-        isolation: Literal["worktree"] | None = None,
-        repo: str | None = None,
+        **options: Unpack[AgentOptions],
     ) -> Any:
-        seg, engine = self.seg, self.seg.engine
+        if options:
+            check_agent_options(options, "ctx.agent()")
+        tools = options.get("tools", ())
+        model = options.get("model")
+        agent_type = options.get("agent_type")
+        key = options.get("key")
+        label = options.get("label")
+        est_cost = options.get("est_cost")
+        max_turns = options.get("max_turns")
+        max_output_tokens = options.get("max_output_tokens")
+        isolation = options.get("isolation")
+        seg, services = self.seg, self.seg.services
         frame = CURRENT_FRAME.get()
-        profile = engine.profiles.get(agent_type or "") or _NO_PROFILE
-        spec_model = engine.router.spec_for(role, model, profile.model, engine.workflow_model(frame.workflow))
-        models = engine.router.resolve(spec_model)
+        profile = services.profiles.get(agent_type or "") or NO_PROFILE
+        spec_model = services.router.spec_for(role, model, profile.model, services.workflow_model(frame.workflow))
+        models = services.router.resolve(spec_model)
         out = output_spec(output)
         all_tools = await resolve_tools([*profile.tools, *tools], seg.resources)  # MCP servers list here
         ident = agent_identity(
@@ -119,7 +100,7 @@ class AgentCall:
             isolation=isolation,
         )
         k = agent_key(ident)
-        found = seg.lookup(frame.scope, k)
+        found = seg.replay.lookup(frame.scope, k)
         if found.action is None and all_tools:
             self._toolset_changed(frame.scope, ident, all_tools, label or prompt[:40])
         del ident  # not needed past matching; this frame is held for the whole invocation
@@ -128,33 +109,33 @@ class AgentCall:
             self._replay_facts = self._replay_facts or ReplayFacts(seg.index)
             self._replay_facts.emit(seg.events, frame, found.match.entry, found.match.terminal, result)
             return self._shape(frame, found.match.entry, result, on_error, full)
-        seg.require_live(f"agent {label or prompt[:40]!r}", frame.scope)
+        seg.replay.require_live(f"agent {label or prompt[:40]!r}", frame.scope)
         spec = AgentSpec(
             prompt=prompt,
             models=models,
-            system=system or profile.system,
+            system=options.get("system") or profile.system,
             output=out,
             tools=all_tools,
             max_turns=max_turns or profile.max_turns or 32,
             max_output_tokens=max_output_tokens or profile.max_output_tokens or self._default_output(frame),
             effort=spec_model.effort,
-            tool_budget=tool_budget,
+            tool_budget=options.get("tool_budget"),
             label=label,
             agent_type=agent_type,
-            permissions=engine.permissions,
-            exposure_wait=exposure_wait,
+            permissions=services.permissions,
+            exposure_wait=options.get("exposure_wait", False),
             opening=Message.text("user", prompt),
         )
         depth = frame.depth + 1
         if found.running is None:
-            check_spawn_cap(seg.next_agent_id - 1, engine.max_spawns, seg.run_id)
+            check_spawn_cap(seg.next_agent_id - 1, services.max_spawns, seg.run_id)
             await self._contain(frame, depth, k, prompt)
         slots = seg.tree.slots(depth)
         if slots.locked():
             seg.events.emit(AgentQueued(label=label, depth=depth, parent_span_id=frame.span_id))
         async with slots:
             est_input, max_output, turn_output = self._estimate(spec)
-            price = engine.price_of(spec.models[0].ref)
+            price = services.price_of(spec.models[0].ref)
             refusal = None if price is not None else unpriced_refusal(
                 spec.models[0].ref, frame.account, strict=seg.strict_pricing, allowed=seg.allow_unpriced)
             if refusal is not None:
@@ -165,10 +146,10 @@ class AgentCall:
             token_hold = seg.tree.hold(est_input + turn_output)
             hooks = self._hooks(frame, hold, token_hold)
             try:
-                worktree = (repo or os.getcwd()) if isolation == "worktree" else None
+                worktree = (options.get("repo") or os.getcwd()) if isolation == "worktree" else None
                 result, running = await self._start(frame, found.running, spec, hooks, k, role, spec_model.identity,
                                                     worktree)
-                terminal = await seg.append(self._terminal(frame, running, result, hooks))
+                terminal = await seg.journal.append(self._terminal(frame, running, result, hooks))
             finally:
                 hooks.release_all()  # after the terminal: the room its dispatches held is reused only after it
                 if token_hold is not None:
@@ -186,11 +167,11 @@ class AgentCall:
     def _hooks(self, frame: Frame, hold: Hold, token_hold: Hold | None) -> AccountHooks:
         seg = self.seg
         return AccountHooks(
-            frame.account, seg.engine.price_of, hold=hold, exposure=seg.exposure,
+            frame.account, seg.services.price_of, hold=hold, exposure=seg.exposure,
             strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
             tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=token_hold,
             allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
-            hard=seg.hard_ceiling, wait_s=seg.engine.dispatch_wait_s, run_id=seg.run_id,
+            hard=seg.hard_ceiling, wait_s=seg.services.dispatch_wait_s, run_id=seg.run_id,
         )
 
     async def _admit(self, frame: Frame, k: str, reserve: float, what: str) -> Hold:
@@ -218,9 +199,9 @@ class AgentCall:
             self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
                 key = budget_refusal_key(k)
-                await seg.append(JournalEntry(
+                await seg.journal.append(JournalEntry(
                     kind="decision", scope=frame.scope, key=key, ordinal=seg.index.next_ordinal(frame.scope, key),
-                    label="budget-refusal", phase=frame.phase, started_at=seg.engine.clock(),
+                    label="budget-refusal", phase=frame.phase, started_at=seg.services.clock(),
                     value={"decision": "budget-refusal", "account": exc.data.get("account"), "message": exc.message,
                            "data": to_jsonable(exc.data)},
                 ))
@@ -283,7 +264,7 @@ class AgentCall:
         seg = self.seg
         parent = frame.agent_id or 0
         if seg.index.match(frame.scope, key) is None:
-            await seg.append(seg.tree.event(
+            await seg.journal.append(seg.tree.event(
                 scope=frame.scope, key=key, agent_id=parent, step=seg.tree.turn_of.get(parent, 0),
                 kind="spawn_refused", detail=label,
             ))
@@ -298,14 +279,14 @@ class AgentCall:
         redispatched = running is not None
         if running is None:
             # Staged: durable with the first dispatch record (one commit), before anything it authorizes.
-            running = seg.stage(self._running_entry(frame, spec, k, role, model))
+            running = seg.journal.stage(self._running_entry(frame, spec, k, role, model))
             self._spawned(frame, running, spec.prompt)
-        assert running.seq is not None and self.ctx is not None
+        assert running.seq is not None
         inner = frame.enter(
             join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1,
             span_id=f"agent-{running.seq}",
         )
-        host = EngineLoopHost(seg, self.ctx, running, inner, hooks, redispatched=redispatched,
+        host = EngineLoopHost(seg, running, inner, hooks, redispatched=redispatched,
                               parent_span=frame.span_id)
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
@@ -318,11 +299,11 @@ class AgentCall:
         except PricingError as exc:  # refused before the wire: the entry it opened still gets its terminal
             refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
                                   error=AgentError(kind="terminal", message=exc.message))
-            await seg.append(self._terminal(frame, running, refused, hooks))
+            await seg.journal.append(self._terminal(frame, running, refused, hooks))
             host.emit(end_event(refused, reason="pricing"))
             raise
         except asyncio.CancelledError:
-            if not seg.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
+            if not seg.waits.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
                 await self._journal_cancelled(frame, running, hooks)
                 host.emit(AgentEnd(status="cancelled", usage=hooks.usage, reason="cancelled"))
             raise
@@ -345,7 +326,7 @@ class AgentCall:
         if frame.agent_id is None:
             return
         seg = self.seg
-        seg.stage(seg.tree.event(
+        seg.journal.stage(seg.tree.event(
             agent_id=frame.agent_id, step=seg.tree.turn_of.get(frame.agent_id, 0), kind="spawn",
             child_agent_id=running.agent_id, detail=goal[:500], parent_agent_id=frame.agent_id,
         ))
@@ -357,14 +338,14 @@ class AgentCall:
         return JournalEntry(
             kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
             label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
-            agent_type=spec.agent_type, role=role, started_at=seg.engine.clock(),
+            agent_type=spec.agent_type, role=role, started_at=seg.services.clock(),
             value={"model": model, "toolset": toolset_record(spec.tools)} if spec.tools else {"model": model},
         )
 
     def _toolset_changed(self, scope: str, ident: dict[str, Any], tools: Sequence[Tool], what: str) -> None:
         """A resume says so when an agent misses only because its tools changed (an MCP server upgraded)."""
         entries = self.seg.index.entries
-        drift = toolset_changes(entries[: len(entries) - self.seg.appended], scope, ident, tools)
+        drift = toolset_changes(entries[: len(entries) - self.seg.journal.appended], scope, ident, tools)
         if drift is not None:
             seq, changed = drift
             msg = (f"agent {what!r} runs live again: its toolset changed since the journaled call (seq {seq}); "
@@ -373,7 +354,7 @@ class AgentCall:
 
     async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks) -> None:
         """A cancelled invocation still gets its terminal, with the partial (approximate) spend."""
-        if self.seg.lease_lost is not None:
+        if self.seg.journal.lost is not None:
             return  # another driver owns the run now: this segment writes nothing more
         usage = hooks.usage.model_copy(update={"approximate": True})
         result = AgentResult(
@@ -381,7 +362,7 @@ class AgentCall:
             error=AgentError(kind="transport", message="cancelled while running"),
         )
         with contextlib.suppress(asyncio.CancelledError):  # appends finish once started; cancel is re-raised
-            await self.seg.append(self._terminal(frame, running, result, hooks))
+            await self.seg.journal.append(self._terminal(frame, running, result, hooks))
 
     def _terminal(self, frame: Frame, running: JournalEntry, result: AgentResult, hooks: AccountHooks) -> JournalEntry:
         error = result.error.model_dump(exclude_none=True) if result.error else None
@@ -415,7 +396,7 @@ class AgentCall:
             tool_budget=_dump(result.tool_budget),
             memoized=memoized or None,
             checkpoint_ref=checkpoint_key(self.seg.run_id, running.seq or 0),
-            ended_at=self.seg.engine.clock(),
+            ended_at=self.seg.services.clock(),
         )
 
     def _shape(self, frame: Frame, running: JournalEntry, result: AgentResult, on_error: str, full: bool) -> Any:
@@ -459,61 +440,14 @@ class AgentCall:
         return f". The run has {acct.spent_phrase(run_id)} of its {acct.ceiling:.4f} USD ceiling. {raise_hint(run_id)}"
 
     async def orchestrate(
-        self, goal: str, *, tools: Sequence[ToolLike] = (), output: Any = None, max_spawns: int | None = None,
-        **options: Any,
+        self, goal: str, *, output: Any = None, max_spawns: int | None = None,
+        on_error: Literal["raise", "none"] = "raise", full: bool = False, **options: Unpack[AgentOptions],
     ) -> Any:
         """An agent with a `spawn_agent` tool; its children are agents one level deeper in the tree."""
-        from tether.engine.orchestrator import spawn_tool
-
-        tools = await resolve_tools(tools, self.seg.resources)
-        spawn = spawn_tool(self, tools, max_spawns)
-        return await self.call(goal, tools=[*tools, spawn], output=output, role="orchestrate", **options)
-
-
-def restore_result(
-    running: JournalEntry, terminal: JournalEntry, out: OutputSpec | None, live: AgentResult | None = None
-) -> AgentResult:
-    """Rebuild an `AgentResult` from its journaled terminal (the same shape live and on replay)."""
-    value = terminal.value if isinstance(terminal.value, dict) else {}
-    output = value.get("output")
-    if live is not None:
-        output = live.output
-    elif out is not None and out.model_cls is not None and output is not None and terminal.status == "ok":
-        output = out.model_cls.model_validate(output)
-    tb = terminal.tool_budget
-    return AgentResult(
-        status=terminal.status or "error",
-        output=output,
-        usage=terminal.usage or (live.usage if live else Usage()),
-        cost_usd=(terminal.cost_usd or 0.0) + float(terminal.orphaned_usd or 0.0),
-        turns=int(value.get("turns") or 0),
-        served_by=terminal.served_by,
-        finish_reason=_finish_reason(value.get("finish_reason")),
-        usage_by_model=terminal.usage_by_model or {},
-        error=AgentError.model_validate(terminal.error) if terminal.error else None,
-        tool_budget=(live.tool_budget if live else _durable_tool_budget(tb)),
-        transcript_ref=terminal.checkpoint_ref,
-        artifacts=dict(value.get("artifacts") or {}),
-        agent_id=running.agent_id,
-        parent_agent_id=running.parent_agent_id,
-        replayed=live is None,
-    )
-
-
-def _finish_reason(value: Any) -> FinishReason | None:
-    """The journaled finish reason; a value this version does not know reads as `other`."""
-    if value is None:
-        return None
-    return value if value in get_args(FinishReason) else "other"
-
-
-def _durable_tool_budget(tb: dict[str, Any] | None) -> Any:
-    from tether.contracts.results import ToolBudgetSummary
-
-    if not tb:
-        return None
-    keep = {k: tb.get(k) for k in ("used", "cap", "extensions_granted", "finalization_window_entered")}
-    return ToolBudgetSummary(**{k: v for k, v in keep.items() if v is not None})
+        check_agent_options(options, "ctx.orchestrate()")
+        tools = await resolve_tools(options.get("tools", ()), self.seg.resources)
+        options["tools"] = [*tools, spawn_tool(self, tools, max_spawns)]
+        return await self.call(goal, output=output, on_error=on_error, full=full, role="orchestrate", **options)
 
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict
 
 from tether.contracts.entries import EntryStatus, JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
@@ -20,7 +20,8 @@ from tether.engine.agent_surface import AgentSurface
 from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import DroppedBranch, error_dict
-from tether.engine.segment import Abandoned, Lookup, Segment
+from tether.engine.replay import Abandoned, Lookup
+from tether.engine.segment import Segment
 from tether.engine.workflow import Workflow, as_workflow
 from tether.journal.canonical import to_jsonable
 from tether.journal.cost import spent_under
@@ -66,33 +67,6 @@ class BudgetView:
         return CURRENT_FRAME.get().account.remaining()
 
 
-def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
-    """Revalidate replayed values into the declared return type (pydantic models come back as models)."""
-    try:
-        hints = inspect.get_annotations(fn, eval_str=True)
-    except Exception:
-        return None
-    ret = hints.get("return")
-    if ret is None or ret is Any:
-        return None
-    try:
-        return TypeAdapter(ret)
-    except Exception:
-        return None
-
-
-def _revalidate(fn: Callable[..., Any], value: Any) -> Any:
-    if not getattr(fn, "__annotations__", None):
-        return value  # nothing declared (a lambda, most often): no adapter to build
-    adapter = _return_adapter(fn)
-    if adapter is None:
-        return value
-    try:
-        return adapter.validate_python(value)
-    except Exception:
-        return value
-
-
 class Ctx(AgentSurface):
     """Per-run context. Every method journals (or is telemetry only, like `log`); `agent` and
     `orchestrate` come from `AgentSurface`."""
@@ -119,12 +93,15 @@ class Ctx(AgentSurface):
         frame = CURRENT_FRAME.get()
         name = key or label
         k = step_call_key(name, deps)
-        found = self._seg.replayed(frame.scope, k)
+        found = self._seg.replay.replayed(frame.scope, k)
         if not isinstance(found, Lookup):  # the journaled terminal to replay
-            return _revalidate(fn, found.value) if getattr(fn, "__annotations__", None) else found.value
+            if not getattr(fn, "__annotations__", None):
+                return found.value
+            return self._seg.services.return_types.revalidate(fn, found.value, self._seg.warn)
         assert found.action != "replay"  # (a replay without a terminal: a journal no step writes)
-        self._seg.require_live(f"step {label!r}", frame.scope)
-        running = found.running or await self._seg.append(self._entry(frame, "step", k, status="running", label=label))
+        self._seg.replay.require_live(f"step {label!r}", frame.scope)
+        journal = self._seg.journal
+        running = found.running or await journal.append(self._entry(frame, "step", k, status="running", label=label))
         try:
             value = fn()
             if inspect.isawaitable(value):
@@ -133,9 +110,9 @@ class Ctx(AgentSurface):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            await self._seg.append(self._terminal(frame, running, "error", error=error_dict(exc)))
+            await self._seg.journal.append(self._terminal(frame, running, "error", error=error_dict(exc)))
             raise
-        await self._seg.append(self._terminal(frame, running, "ok", value=stored))
+        await self._seg.journal.append(self._terminal(frame, running, "ok", value=stored))
         return value
 
     # -- concurrency -------------------------------------------------------------------------
@@ -153,7 +130,7 @@ class Ctx(AgentSurface):
     async def parallel(self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool = False) -> list[Any]:
         """Run branches concurrently, results in source order; `settle=True` never fails fast."""
         frame = CURRENT_FRAME.get()
-        site = self._seg.next_counter(frame.scope, "par")
+        site = self._seg.replay.next_counter(frame.scope, "par")
         seg = self._seg
 
         async def branch(i: int, thunk: Callable[[], Awaitable[Any]]) -> Any:
@@ -165,11 +142,11 @@ class Ctx(AgentSurface):
                     seg.dropped.append(_dropped(frame, site, i, exc))
                 raise
             finally:
-                seg.branch_waiting(-1)
+                seg.waits.branch_waiting(-1)
 
-        seg.branch_waiting(len(thunks))
+        seg.waits.branch_waiting(len(thunks))
         tasks = [asyncio.create_task(branch(i, t)) for i, t in enumerate(thunks)]
-        seg.branch_waiting(-1)
+        seg.waits.branch_waiting(-1)
         try:
             if settle:
                 done = await asyncio.gather(*tasks, return_exceptions=True)
@@ -181,7 +158,7 @@ class Ctx(AgentSurface):
                 return outcomes
             return await self._fail_fast(frame, site, tasks)
         finally:
-            seg.branch_waiting(+1)
+            seg.waits.branch_waiting(+1)
 
     async def _fail_fast(self, frame: Frame, site: int, tasks: list[asyncio.Task[Any]]) -> list[Any]:
         """The first branch to fail (in completion order) cancels its siblings and its error propagates.
@@ -237,9 +214,9 @@ class Ctx(AgentSurface):
         wf = as_workflow(child)
         args = dict(args or {})
         frame = CURRENT_FRAME.get()
-        inner = join(frame.scope, child_segment(wf.name, self._seg.next_counter(frame.scope, f"wf:{wf.name}")))
+        inner = join(frame.scope, child_segment(wf.name, self._seg.replay.next_counter(frame.scope, f"wf:{wf.name}")))
         k = child_key(wf.name, args)
-        found = self._seg.lookup(frame.scope, k)
+        found = self._seg.replay.lookup(frame.scope, k)
         if found.action == "replay":
             assert found.match and found.match.terminal
             span, parent = f"child-{found.match.entry.seq}", frame.span_id
@@ -247,8 +224,8 @@ class Ctx(AgentSurface):
                                              parent_span_id=parent))
             self._seg.events.emit(ChildEnd(replayed=True, workflow=wf.name, status=found.match.terminal.status or "ok",
                                            span_id=span, parent_span_id=parent))
-            return _revalidate(wf.fn, found.match.terminal.value)
-        self._seg.require_live(f"child workflow {wf.name!r}", frame.scope)
+            return self._seg.services.return_types.revalidate(wf.fn, found.match.terminal.value, self._seg.warn)
+        self._seg.replay.require_live(f"child workflow {wf.name!r}", frame.scope)
         running = found.running
         ceiling = None
         if running is not None and isinstance(running.value, dict):
@@ -256,7 +233,7 @@ class Ctx(AgentSurface):
         account = frame.account.child(budget_fraction, name=inner, ceiling=ceiling)
         account.restore(*spent_under(self._seg.index.entries, inner))
         if running is None:
-            running = await self._seg.append(
+            running = await self._seg.journal.append(
                 self._entry(
                     frame,
                     "child",
@@ -277,7 +254,7 @@ class Ctx(AgentSurface):
             raise
         except Exception as exc:
             status: EntryStatus = "exhausted" if isinstance(exc, BudgetExhaustedError) else "error"
-            await self._seg.append(self._terminal(frame, running, status, error=error_dict(exc)))
+            await self._seg.journal.append(self._terminal(frame, running, status, error=error_dict(exc)))
             self._seg.events.emit(ChildEnd(workflow=wf.name, status=status, span_id=span, parent_span_id=parent))
             raise
         finally:
@@ -285,7 +262,8 @@ class Ctx(AgentSurface):
         # a sub-account whose ceiling stopped work settles the child `exhausted`, its value kept
         status = "exhausted" if account.ceiling is not None and account.exhausted else "ok"
         # an exhausted child that returned is memoized: a resume replays its value, not its body
-        await self._seg.append(self._terminal(frame, running, status, value=stored, memoized=status != "ok" or None))
+        memoized = status != "ok" or None
+        await self._seg.journal.append(self._terminal(frame, running, status, value=stored, memoized=memoized))
         self._seg.events.emit(ChildEnd(workflow=wf.name, status=status, span_id=span, parent_span_id=parent))
         return value
 
@@ -303,14 +281,14 @@ class Ctx(AgentSurface):
         """
         frame = CURRENT_FRAME.get()
         k = external_key(key)
-        found = self._seg.lookup(frame.scope, k)
+        found = self._seg.replay.lookup(frame.scope, k)
         spec = ExternalSchema.of(schema, key)
         if found.match is not None:
             entry = found.match.entry
         else:
-            self._seg.require_live(f"await_external({key!r})", frame.scope)
+            self._seg.replay.require_live(f"await_external({key!r})", frame.scope)
             declared = {"schema": spec.json_schema} if spec is not None and spec.json_schema is not None else {}
-            entry = await self._seg.append(
+            entry = await self._seg.journal.append(
                 self._entry(
                     frame,
                     "external",
@@ -322,11 +300,11 @@ class Ctx(AgentSurface):
             )
         assert entry.seq is not None
         if spec is not None:
-            self._seg.schemas[entry.seq] = spec  # the live adapter checks resolutions while we wait
+            self._seg.waits.schemas[entry.seq] = spec  # the live adapter checks resolutions while we wait
         try:
-            value = await self._seg.suspend(frame.scope, entry, key, ExternalWaiting(key=key))
+            value = await self._seg.waits.suspend(frame.scope, entry, key, ExternalWaiting(key=key))
         finally:
-            self._seg.schemas.pop(entry.seq, None)
+            self._seg.waits.schemas.pop(entry.seq, None)
         return spec.load(value, run_id=self._seg.run_id, key=key) if spec is not None else value
 
     # -- phases, logs, time and randomness ------------------------------------------------------
@@ -334,7 +312,7 @@ class Ctx(AgentSurface):
     async def phase(self, name: str) -> AsyncIterator[None]:
         """Name a section for events and cost attribution; never changes identity."""
         frame = CURRENT_FRAME.get()
-        span, parent = f"phase-{self._seg.next_counter('', 'span:phase') + 1}", frame.span_id
+        span, parent = f"phase-{self._seg.replay.next_counter('', 'span:phase') + 1}", frame.span_id
         token = CURRENT_FRAME.set(frame.enter(frame.scope, phase=name, span_id=span))
         self._seg.events.emit(PhaseStart(phase=name, span_id=span, parent_span_id=parent))
         failed: str | None = None
@@ -355,27 +333,27 @@ class Ctx(AgentSurface):
     def _rand(self, subtype: str, key: str | None, make: Callable[[], Any]) -> Any:
         frame = CURRENT_FRAME.get()
         k = rand_key(subtype, key)
-        found = self._seg.lookup(frame.scope, k)
+        found = self._seg.replay.lookup(frame.scope, k)
         if found.action == "replay":
             assert found.match
             return found.match.entry.value
-        self._seg.require_live(f"ctx.{subtype}()", frame.scope)
+        self._seg.replay.require_live(f"ctx.{subtype}()", frame.scope)
         value = make()
         # Written before the next journal append: any effect that depends on it is journaled after it.
-        self._seg.defer(self._entry(frame, "rand", k, value=value, label=subtype))
+        self._seg.journal.defer(self._entry(frame, "rand", k, value=value, label=subtype))
         return value
 
     def now(self) -> float:
         """Journaled wall-clock time (epoch seconds): the same value on every replay."""
-        return float(self._rand("now", None, self._seg.engine.clock))
+        return float(self._rand("now", None, self._seg.services.clock))
 
     def random(self, key: str | None = None) -> float:
         """A journaled random float in [0, 1)."""
-        return float(self._rand("random", key, self._seg.engine.rng.random))
+        return float(self._rand("random", key, self._seg.services.rng.random))
 
     def uuid(self) -> str:
         """A journaled UUID4 string."""
-        rng = self._seg.engine.rng
+        rng = self._seg.services.rng
         return str(self._rand("uuid", None, lambda: str(uuidlib.UUID(int=rng.getrandbits(128), version=4))))
 
     # -- entry builders ----------------------------------------------------------------------
@@ -386,7 +364,7 @@ class Ctx(AgentSurface):
             key=key,
             ordinal=self._seg.index.next_ordinal(frame.scope, key),
             phase=frame.phase,
-            started_at=self._seg.engine.clock(),
+            started_at=self._seg.services.clock(),
             **fields,
         )
 
@@ -400,7 +378,7 @@ class Ctx(AgentSurface):
             status=status,
             label=running.label,
             phase=frame.phase,
-            ended_at=self._seg.engine.clock(),
+            ended_at=self._seg.services.clock(),
             **fields,
         )
 

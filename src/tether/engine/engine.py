@@ -8,7 +8,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from ulid import ULID
 
@@ -20,17 +20,19 @@ from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
 from tether.engine import queue as run_queue
-from tether.engine.agent_call import AgentProfile
 from tether.engine.checkpoint import AgentTranscript
 from tether.engine.event_log import EventLog
 from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
 from tether.engine.lease import LeaseKeeper, request_cancel
+from tether.engine.options import RunOptions, SegmentOptions, segment_options
 from tether.engine.outcome import RunOutcome
-from tether.engine.runner import OVERSHOOT_MODES, Overshoot, RunOptions, drive, operator_decision
-from tether.engine.segment import suspension_key
+from tether.engine.profiles import AgentProfile
+from tether.engine.return_types import ReturnTypes
+from tether.engine.runner import drive, operator_decision
+from tether.engine.services import RunServices
+from tether.engine.suspensions import pending_keys, suspension_key
 from tether.engine.tool_runner import ToolRunner
-from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow, as_workflow
 from tether.journal.cost import ORPHANS_SETTLED, CostReport, fold_cost
 from tether.journal.keys import SETTLE_KEY
@@ -111,6 +113,7 @@ class Engine:
         self.rng = rng or random.Random()
         self.sleep = sleep
         self.tool_runner = ToolRunner()
+        self._return_types = ReturnTypes()
         self.sinks: list[EventSink] = [*sinks, *([EventLog(event_log)] if event_log is not None else [])]
         if otel or tracer_provider is not None or meter_provider is not None:
             # The exporter is a shell over the public event stream; it is imported only when asked for.
@@ -196,45 +199,37 @@ class Engine:
         args: Mapping[str, Any] | None = None,
         *,
         run_id: str | None = None,
-        budget_usd: float | None = None,
-        containment: Containment | None = None,
-        deadline_s: float | None = None,
-        max_in_flight_exposure_usd: float | None = None,
-        strict_pricing: bool | None = None,
-        allow_unpriced: bool | None = None,
-        overshoot: Overshoot | None = None,
         event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunHandle:
         """Start a run and return its handle at once (a known `run_id` resumes that run).
 
-        `budget_usd`, `containment`, `max_in_flight_exposure_usd`, `strict_pricing`, `allow_unpriced` and
-        `overshoot` (`"hard"`, the default: spend plus every in-flight call's worst case stays under the
-        ceiling; `"bounded"`: the looser bound of docs/budgets.md) are fixed at the run's start; resuming an
-        existing run keeps them (a different value is refused).
-        `event_log` appends this run's events to a JSONL file (besides the engine's own sinks).
+        `options` are the `tether.RunOptions` (`budget_usd`, `containment`, `overshoot`, ...): all but
+        `deadline_s` are fixed at the run's start, and resuming an existing run keeps them (a different
+        value is refused). `event_log` appends this run's events to a JSONL file (besides the engine's sinks).
         """
-        opts = RunOptions(
-            budget_usd=budget_usd,
-            containment=containment,
-            deadline_s=deadline_s,
-            max_in_flight_exposure_usd=max_in_flight_exposure_usd,
-            strict_pricing=strict_pricing,
-            allow_unpriced=allow_unpriced,
-            overshoot=_overshoot(overshoot),
-        )
+        opts = segment_options(options, "start()")
         args_ = dict(args) if args is not None else {}
         return self._launch(self._workflow(wf), args_, run_id or str(ULID()), opts, event_log)
 
     def _launch(
-        self, wf: Workflow, args: dict[str, Any] | None, run_id: str, opts: RunOptions,
+        self, wf: Workflow, args: dict[str, Any] | None, run_id: str, opts: SegmentOptions,
         event_log: str | os.PathLike[str] | None = None,
     ) -> RunHandle:
-        if opts.budget_usd is not None and opts.budget_usd < 0:
-            raise ConfigError(f"budget_usd must be >= 0, got {opts.budget_usd}")
         events = EventStream(run_id, [*self.sinks, *([EventLog(event_log)] if event_log is not None else [])])
-        handle = RunHandle(run_id, events, self)
-        handle._bind(asyncio.get_running_loop().create_task(drive(self, handle, events, wf, args, opts)))
+        handle = RunHandle(run_id, events, self.resolve_external)
+        drive_it = drive(self._services(), self.store, handle, events, wf, args, opts)
+        handle._bind(asyncio.get_running_loop().create_task(drive_it))
         return handle
+
+    def _services(self) -> RunServices:
+        """What a segment may use of this engine (read afresh per segment: registries added since count)."""
+        return RunServices(
+            clock=self.clock, rng=self.rng, sleep=self.sleep, router=self.router, profiles=self.profiles,
+            workflow_model=self.workflow_model, price_of=self.price_of, tool_runner=self.tool_runner,
+            permissions=self.permissions, max_spawns=self.max_spawns, dispatch_wait_s=self.dispatch_wait_s,
+            concurrency=self.concurrency, lease_ttl_s=self.lease_ttl_s, return_types=self._return_types,
+        )
 
     async def run(
         self,
@@ -242,21 +237,11 @@ class Engine:
         args: Mapping[str, Any] | None = None,
         *,
         run_id: str | None = None,
-        budget_usd: float | None = None,
-        containment: Containment | None = None,
-        deadline_s: float | None = None,
-        max_in_flight_exposure_usd: float | None = None,
-        strict_pricing: bool | None = None,
-        allow_unpriced: bool | None = None,
-        overshoot: Overshoot | None = None,
         event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunOutcome:
         """Start a run and wait for its outcome (the options are `start`'s)."""
-        return await self.start(
-            wf, args, run_id=run_id, budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
-            max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing,
-            allow_unpriced=allow_unpriced, overshoot=overshoot, event_log=event_log,
-        )
+        return await self.start(wf, args, run_id=run_id, event_log=event_log, **options)
 
     def run_sync(
         self,
@@ -264,24 +249,14 @@ class Engine:
         args: Mapping[str, Any] | None = None,
         *,
         run_id: str | None = None,
-        budget_usd: float | None = None,
-        containment: Containment | None = None,
-        deadline_s: float | None = None,
-        max_in_flight_exposure_usd: float | None = None,
-        strict_pricing: bool | None = None,
-        allow_unpriced: bool | None = None,
-        overshoot: Overshoot | None = None,
         event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunOutcome:
         """`run` for scripts without an event loop (the engine's store is closed afterwards)."""
 
         async def main() -> RunOutcome:
             try:
-                return await self.run(
-                    wf, args, run_id=run_id, budget_usd=budget_usd, containment=containment, deadline_s=deadline_s,
-                    max_in_flight_exposure_usd=max_in_flight_exposure_usd, strict_pricing=strict_pricing,
-                    allow_unpriced=allow_unpriced, overshoot=overshoot, event_log=event_log,
-                )
+                return await self.run(wf, args, run_id=run_id, event_log=event_log, **options)
             finally:
                 await self.close()
 
@@ -293,15 +268,9 @@ class Engine:
         args: Mapping[str, Any] | None = None,
         *,
         run_id: str | None = None,
-        budget_usd: float | None = None,
         queue: str = "default",
         priority: int = 0,
-        containment: Containment | None = None,
-        deadline_s: float | None = None,
-        max_in_flight_exposure_usd: float | None = None,
-        strict_pricing: bool | None = None,
-        allow_unpriced: bool | None = None,
-        overshoot: Overshoot | None = None,
+        **options: Unpack[RunOptions],
     ) -> str:
         """Queue a run for `tether worker` processes (PostgreSQL stores) and return its id at once.
 
@@ -309,12 +278,9 @@ class Engine:
         `priority` runs first, then the oldest. An id already queued is left as it is (idempotent).
         The run options are `start`'s.
         """
-        options = {"containment": containment, "deadline_s": deadline_s,
-                   "max_in_flight_exposure_usd": max_in_flight_exposure_usd, "strict_pricing": strict_pricing,
-                   "allow_unpriced": allow_unpriced, "overshoot": _overshoot(overshoot)}
         return await run_queue.enqueue(
-            self, self._workflow(wf), args, run_id=run_id, budget_usd=budget_usd, queue=queue, priority=priority,
-            run_options={k: v for k, v in options.items() if v is not None},
+            await self.store(), self.clock, self._workflow(wf), args, run_id=run_id, queue=queue, priority=priority,
+            options=options,
         )
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunOutcome:  # noqa: ASYNC109 (the named API)
@@ -322,7 +288,7 @@ class Engine:
 
         The outcome is folded from the journal: its value is the journaled JSON form.
         """
-        return await run_queue.wait(self, run_id, timeout)
+        return await run_queue.wait(await self.store(), run_id, timeout)
 
     async def resume(
         self,
@@ -332,25 +298,22 @@ class Engine:
         *,
         dry_run: bool = False,
         invalidate: Sequence[int] = (),
-        budget_usd: float | None = None,
-        strict_pricing: bool | None = None,
-        allow_unpriced: bool | None = None,
         raise_budget_usd: float | None = None,
         raise_reason: str = "",
         event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunOutcome:
         """Resume a run from its journal; completed calls replay with zero provider calls.
 
-        The run keeps the options it started with; `budget_usd` / `strict_pricing` may only repeat them.
-        Two relax them, journaled as an operator's decision before the body runs (with `raise_reason`):
-        `raise_budget_usd` raises the USD ceiling (`budget-raised`; lowering is refused) and
-        `allow_unpriced=True` accepts unpriced models (`unpriced-allowed`). An unknown `run_id` raises
-        `RunNotFoundError`.
+        The run keeps the options it started with; the `options` given may only repeat them (`deadline_s`
+        is this segment's own). Two relax them, journaled as an operator's decision before the body runs
+        (with `raise_reason`): `raise_budget_usd` raises the USD ceiling (`budget-raised`; lowering is
+        refused) and `allow_unpriced=True` accepts unpriced models (`unpriced-allowed`). An unknown
+        `run_id` raises `RunNotFoundError`.
         """
         return await (await self.start_resume(
-            run_id, wf, args, dry_run=dry_run, invalidate=invalidate, budget_usd=budget_usd,
-            strict_pricing=strict_pricing, allow_unpriced=allow_unpriced, raise_budget_usd=raise_budget_usd,
-            raise_reason=raise_reason, event_log=event_log,
+            run_id, wf, args, dry_run=dry_run, invalidate=invalidate, raise_budget_usd=raise_budget_usd,
+            raise_reason=raise_reason, event_log=event_log, **options,
         ))
 
     async def start_resume(
@@ -361,14 +324,18 @@ class Engine:
         *,
         dry_run: bool = False,
         invalidate: Sequence[int] = (),
-        budget_usd: float | None = None,
-        strict_pricing: bool | None = None,
-        allow_unpriced: bool | None = None,
         raise_budget_usd: float | None = None,
         raise_reason: str = "",
         event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunHandle:
         """`resume`, returning the run's handle once the workflow is found (for `tether.progress`)."""
+        if raise_budget_usd is not None and not raise_budget_usd > 0:
+            raise ConfigError(f"raise_budget_usd must be a positive USD amount, got {raise_budget_usd}")
+        opts = segment_options(
+            options, "resume()", dry_run=dry_run, invalidate=tuple(invalidate), resume=True,
+            raise_budget_usd=raise_budget_usd, raise_reason=raise_reason,
+        )
         store = await self.store()
         meta = await store.get_meta(run_id)
         if wf is None:
@@ -386,12 +353,6 @@ class Engine:
                     run_id=run_id,
                 )
             wf = self.workflows[name]
-        if raise_budget_usd is not None and not raise_budget_usd > 0:
-            raise ConfigError(f"raise_budget_usd must be a positive USD amount, got {raise_budget_usd}")
-        opts = RunOptions(
-            budget_usd=budget_usd, strict_pricing=strict_pricing, allow_unpriced=allow_unpriced, dry_run=dry_run,
-            invalidate=tuple(invalidate), resume=True, raise_budget_usd=raise_budget_usd, raise_reason=raise_reason,
-        )
         return self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts, event_log)
 
     def _workflow(self, wf: Workflow | Callable[..., Awaitable[Any]] | str) -> Workflow:
@@ -448,7 +409,7 @@ class Engine:
             raise JournalSealedError(
                 f"run {run_id!r} already finished {status}; there is nothing to cancel", run_id=run_id, status=status
             )
-        pending = [k for k in (suspension_key(e) for e in index.open_suspensions()) if k]
+        pending = pending_keys(index)
         await store.append(run_id, JournalEntry(
             seq=len(entries) + 1, kind="decision", key=SETTLE_KEY, ordinal=index.next_ordinal("", SETTLE_KEY),
             label="settle", started_at=self.clock(),
@@ -539,7 +500,7 @@ class Engine:
     # -- read side ---------------------------------------------------------------------------
     async def runs(self, limit: int = 100, *, status: str | None = None) -> list[RunMeta]:
         """Runs newest first; `status` keeps one status (`queued`, `running`, `suspended`, `ok`, ...)."""
-        return await run_queue.runs(self, limit, status)
+        return await run_queue.runs(await self.store(), limit, status)
 
     async def run_meta(self, run_id: str) -> RunMeta:
         """What the store keeps about a run (workflow, status, args hash, ceiling); unknown is `RunNotFoundError`."""
@@ -586,12 +547,6 @@ class Engine:
 
         await self._journal(run_id)
         return await records(await self.store(), run_id)
-
-
-def _overshoot(mode: Overshoot | None) -> Overshoot | None:
-    if mode is not None and mode not in OVERSHOOT_MODES:
-        raise ConfigError(f"overshoot must be one of {', '.join(map(repr, OVERSHOOT_MODES))}, got {mode!r}")
-    return mode
 
 
 def _find_target(index: JournalIndex, ref: str | int) -> JournalEntry | None:

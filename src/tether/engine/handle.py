@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.contracts.errors import InvalidResolutionError, RunHandedBackError
@@ -12,7 +12,6 @@ from tether.engine.events import EventStream
 from tether.engine.outcome import RunOutcome
 
 if TYPE_CHECKING:
-    from tether.engine.engine import Engine
     from tether.engine.segment import Segment
 
 E = TypeVar("E", bound=BaseEvent)
@@ -21,9 +20,11 @@ E = TypeVar("E", bound=BaseEvent)
 class RunHandle:
     """Returned by `engine.start(...)` at once; `await handle` gives the `RunOutcome`."""
 
-    def __init__(self, run_id: str, events: EventStream, engine: Engine) -> None:
+    def __init__(
+        self, run_id: str, events: EventStream, resolve_settled: Callable[[str, str, Any], Awaitable[bool]]
+    ) -> None:
         self.run_id = run_id
-        self._engine = engine
+        self._resolve_settled = resolve_settled  # `engine.resolve_external`, for a run that already settled
         self._events = events
         self._task: asyncio.Task[RunOutcome] | None = None
         self._segment: Segment | None = None
@@ -41,7 +42,7 @@ class RunHandle:
         if self._hand_back is not None:
             segment.hand_back(self._hand_back)
         for key, value in self._early:
-            segment.pending_writes.append(asyncio.ensure_future(_resolve_early(segment, key, value)))
+            segment.waits.later(_resolve_early(segment, key, value))
 
     async def result(self) -> RunOutcome:
         assert self._task is not None
@@ -95,13 +96,20 @@ class RunHandle:
             self._early.append((key, value))
             return True
         if self.done:
-            return await self._engine.resolve_external(self.run_id, key, value)
-        return await self._segment.resolve(key, value)
+            return await self._resolve_settled(self.run_id, key, value)
+        return await self._segment.waits.resolve(key, value)
 
 
 async def _resolve_early(segment: Segment, key: str, value: Any) -> None:
     """A value queued before the run started: checked like any other; a refusal becomes an event."""
     try:
-        await segment.resolve(key, value)
+        closed = await segment.waits.resolve(key, value)
     except InvalidResolutionError as exc:
         segment.events.emit(LogLine(level="error", msg=exc.message, fields={"key": key}))
+        return
+    if not closed:
+        segment.events.emit(LogLine(
+            level="warning", fields={"key": key},
+            msg=f"no open suspension {key!r} when the run started, so the value given before it was dropped; "
+                f"resolve it once the run waits for it (outcome.pending lists the keys)",
+        ))

@@ -27,7 +27,6 @@ E = TypeVar("E", bound=AgentScoped)
 
 if TYPE_CHECKING:
     from tether.budget.hooks import AccountHooks
-    from tether.engine.ctx import Ctx
     from tether.engine.segment import Segment
     from tether.tools.definition import Tool
 
@@ -36,12 +35,11 @@ class EngineLoopHost:
     """Binds one agent invocation (its `running` entry) to the journal, the blob area and events."""
 
     def __init__(
-        self, seg: Segment, ctx: Ctx, running: JournalEntry, frame: Frame, hooks: AccountHooks, *,
+        self, seg: Segment, running: JournalEntry, frame: Frame, hooks: AccountHooks, *,
         redispatched: bool = False, parent_span: str = "run",
     ) -> None:
         assert running.seq is not None
         self.seg = seg
-        self.ctx = ctx
         self.run_id = seg.run_id
         self.running = running
         self.agent_seq = running.seq
@@ -69,7 +67,7 @@ class EngineLoopHost:
         if not self.redispatched:
             return None
         state, tally = None, None
-        restored = await read_checkpoint(self.seg.store, self.checkpoint_key)
+        restored = await read_checkpoint(self.seg.journal.store, self.checkpoint_key)
         if restored is not None:
             state, tally, self.chain = restored
         if tally is not None:
@@ -98,9 +96,9 @@ class EngineLoopHost:
         if self.seg.dry_run:
             return
         worst = self.hooks.worst_case_usd(served_by, est_input, max_output)
-        await self.seg.append(JournalEntry(
+        await self.seg.journal.append(JournalEntry(
             kind="decision", scope=self.frame.scope, label="dispatch", agent_id=self.running.agent_id,
-            started_at=self.seg.engine.clock(),
+            started_at=self.seg.services.clock(),
             value={"decision": "dispatch", "call": self.dispatched, "model": served_by,
                    "worst_usd": None if worst is None else round(worst, 10), "est_input": est_input,
                    "input_overhead": self.hooks.calibration.overhead(served_by), "max_output": max_output},
@@ -125,18 +123,18 @@ class EngineLoopHost:
         # The loop's state and the priced tally of the same turns, written together.
         tally = self.hooks.tally(through=self.dispatched)
         for key, data in self.chain.writes(state, tally):
-            await self.seg.put_blob(key, data)
+            await self.seg.journal.put_blob(key, data)
         self.checkpoints += 1
 
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         scope = self.frame.scope
         key = decision_key(name)
-        found = self.seg.lookup(scope, key)
+        found = self.seg.replay.lookup(scope, key)
         if found.action == "replay" and found.match is not None:
             value = found.match.entry.value or {}
             return dict(value.get("payload") or {})
-        self.seg.require_live(f"decision {name!r}", scope)
-        await self.seg.append(
+        self.seg.replay.require_live(f"decision {name!r}", scope)
+        await self.seg.journal.append(
             JournalEntry(
                 kind="decision",
                 scope=scope,
@@ -145,7 +143,7 @@ class EngineLoopHost:
                 label=name,
                 value={"decision": name, "payload": to_jsonable(payload)},
                 agent_id=self.running.agent_id,
-                started_at=self.seg.engine.clock(),
+                started_at=self.seg.services.clock(),
             )
         )
         return payload
@@ -153,14 +151,14 @@ class EngineLoopHost:
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
         scope = self.frame.scope
         key = approval_key(tool, args)
-        found = self.seg.lookup(scope, key)
+        found = self.seg.replay.lookup(scope, key)
         if found.match is not None:
             entry = found.match.entry
         else:
-            self.seg.require_live(f"approval for {tool!r}", scope)
+            self.seg.replay.require_live(f"approval for {tool!r}", scope)
             ordinal = self.seg.index.next_ordinal(scope, key)
             human = f"approval:{self.agent_seq}:{tool}:{ordinal}"
-            entry = await self.seg.append(
+            entry = await self.seg.journal.append(
                 JournalEntry(
                     kind="approval",
                     scope=scope,
@@ -170,12 +168,12 @@ class EngineLoopHost:
                     label=tool,
                     value={"key": human, "tool": tool, "args": to_jsonable(args)},
                     agent_id=self.running.agent_id,
-                    started_at=self.seg.engine.clock(),
+                    started_at=self.seg.services.clock(),
                 )
             )
         human_key = str((entry.value or {}).get("key"))
         hooks = self.hooks  # a parked agent has no `agent:end` yet: its figures so far ride on this event
-        value = await self.seg.suspend(self.frame.scope, entry, human_key, self._stamped(ApprovalPending(
+        value = await self.seg.waits.suspend(self.frame.scope, entry, human_key, self._stamped(ApprovalPending(
             key=human_key, tool=tool, usage=hooks.usage, cost_usd=hooks.cost_usd + hooks.orphaned_usd,
             provider_calls=hooks.provider_calls)))
         return is_allow(value)
@@ -184,8 +182,7 @@ class EngineLoopHost:
         # Inside the tool, the current span is the tool call's: spawned agents and their events nest under it.
         token = CURRENT_FRAME.set(self.frame.enter(self.frame.scope, span_id=f"{self.span_id}:{call_id}"))
         try:
-            return await self.seg.engine.tool_runner.run(
-                self.seg,
+            return await self.seg.tools.run(
                 tool,
                 args,
                 agent_seq=self.agent_seq,
@@ -225,7 +222,7 @@ class EngineLoopHost:
         return event
 
     async def sleep(self, seconds: float) -> None:
-        await self.seg.engine.sleep(seconds)
+        await self.seg.services.sleep(seconds)
 
 
 _CALL_EVENTS = (ModelStart, ModelEnd, AgentStream)

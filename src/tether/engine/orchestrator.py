@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError
-from tether.engine.frame import CURRENT_FRAME
-from tether.engine.segment import Abandoned
+from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.replay import Abandoned
+from tether.engine.tree import CapLabel
 from tether.journal.keys import orchestrator_refusal_key
+from tether.mcp.source import ToolLike
 from tether.tools.definition import Tool, tool
-
-if TYPE_CHECKING:
-    from tether.engine.agent_call import AgentCall
 
 SPAWN_TOOL = "spawn_agent"
 
@@ -22,7 +21,17 @@ def refused_text(reason: str) -> str:
     return f"[spawn refused] {reason} — adapt or finish with what you have"
 
 
-def spawn_tool(agents: AgentCall, allowed: Sequence[Tool], max_spawns: int | None) -> Tool:
+class Spawner(Protocol):
+    """What the `spawn_agent` tool needs of the agents of a segment (`AgentCall`)."""
+
+    async def call(
+        self, prompt: str, *, tools: Sequence[ToolLike] = (), output: Any = None, full: bool = False,
+        label: str | None = None, exposure_wait: bool = False,
+    ) -> Any: ...
+    async def refused(self, frame: Frame, key: str, label: CapLabel, goal: str) -> None: ...
+
+
+def spawn_tool(agents: Spawner, allowed: Sequence[Tool], max_spawns: int | None) -> Tool:
     """A fresh `spawn_agent` tool for one orchestrator; `allowed` are the tools children may ask for."""
     by_name = {t.name: t for t in allowed}
     spawned = 0

@@ -8,8 +8,8 @@ transaction. Workers (`tether.worker`) drive it through the public engine API.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast, get_args
+from collections.abc import Callable, Mapping
+from typing import Any, cast, get_args
 
 from ulid import ULID
 
@@ -17,27 +17,14 @@ from tether.contracts.entries import SETTLED_STATUSES, JournalEntry, Lease, Meta
 from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.contracts.protocols import JournalStore, QueueStore
 from tether.contracts.queue import QueuedRun, settled_topic
+from tether.engine.options import RunOptions, durable_options, genesis_entry, genesis_of, segment_options
 from tether.engine.outcome import DroppedBranch, RunOutcome
-from tether.engine.runner import (
-    DURABLE_OPTIONS,
-    RunOptions,
-    durable_options,
-    genesis_entry,
-    genesis_of,
-    run_ceiling,
-)
-from tether.engine.tree import Containment
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import to_jsonable
 from tether.journal.cost import fold_cost
 from tether.journal.keys import args_hash
 from tether.journal.matching import JournalIndex
 
-if TYPE_CHECKING:
-    from tether.engine.engine import Engine
-
-RUN_OPTIONS = (*DURABLE_OPTIONS, "deadline_s")
-"""What `enqueue(**run_options)` accepts besides `budget_usd`: the durable options and the per-segment deadline."""
 STATUSES: tuple[str, ...] = get_args(MetaStatus)
 _POLL_S = (0.02, 0.5)  # `wait` polls from 20 ms up to 0.5 s between looks (a notification cuts it short)
 
@@ -58,22 +45,6 @@ def check_status(status: str | None) -> None:
         raise ConfigError(f"unknown run status {status!r}; use one of: {', '.join(STATUSES)}", status=status)
 
 
-def _options(budget_usd: float | None, run_options: Mapping[str, Any]) -> RunOptions:
-    unknown = sorted(set(run_options) - set(RUN_OPTIONS))
-    if unknown:
-        raise ConfigError(
-            f"enqueue() got unknown run option(s) {', '.join(unknown)}; the options it takes are budget_usd, "
-            f"{', '.join(RUN_OPTIONS)}.",
-            unknown=unknown,
-        )
-    if budget_usd is not None and budget_usd < 0:
-        raise ConfigError(f"budget_usd must be >= 0, got {budget_usd}")
-    containment = run_options.get("containment")
-    if containment is not None and not isinstance(containment, Containment):
-        raise ConfigError(f"containment must be a tether.Containment, got {type(containment).__name__}")
-    return RunOptions(budget_usd=budget_usd, **dict(run_options))
-
-
 def _check_queue(queue: str, priority: int) -> None:
     if not isinstance(queue, str) or not queue.strip() or len(queue) > 200:
         raise ConfigError(f"queue must be a non-empty name of at most 200 characters, got {queue!r}")
@@ -82,20 +53,20 @@ def _check_queue(queue: str, priority: int) -> None:
 
 
 async def enqueue(
-    engine: Engine,
+    store: JournalStore,
+    clock: Callable[[], float],
     wf: Workflow,
     args: Mapping[str, Any] | None,
     *,
     run_id: str | None,
-    budget_usd: float | None,
     queue: str,
     priority: int,
-    run_options: Mapping[str, Any],
+    options: RunOptions,
 ) -> str:
     """Write the run (genesis with its durable options, meta `queued`, queue row) and return its id."""
     _check_queue(queue, priority)
-    opts = _options(budget_usd, run_options)
-    store = queue_store(await engine.store(), "enqueue()")
+    opts = segment_options(options, "enqueue()")
+    store = queue_store(store, "enqueue()")
     run_id = run_id or str(ULID())
     args_json = to_jsonable(dict(args or {}), what="workflow args")
     entries = await store.load(run_id)
@@ -119,12 +90,13 @@ async def enqueue(
                     run_id=run_id,
                 )
     else:
-        genesis = genesis_entry(engine, wf, args_json, opts).model_copy(update={"seq": 1})
-    now = engine.clock()
+        genesis = genesis_entry(clock(), wf.name, args_json, opts)
+        genesis.seq = 1
+    now = clock()
     if meta is None:
         meta = RunMeta(
             run_id=run_id, workflow=wf.name, status="queued", args_hash=args_hash(args_json), args=args_json,
-            budget_usd=run_ceiling(opts), created_at=now, updated_at=now, segments=0,
+            budget_usd=opts.ceiling, created_at=now, updated_at=now, segments=0,
         )
     else:
         meta = meta.model_copy(update={"status": "queued", "updated_at": now})
@@ -157,9 +129,8 @@ def outcome_of(run_id: str, meta: RunMeta | None, entries: list[JournalEntry]) -
     )
 
 
-async def wait(engine: Engine, run_id: str, timeout_s: float | None) -> RunOutcome:
+async def wait(store: JournalStore, run_id: str, timeout_s: float | None) -> RunOutcome:
     """Return the run's outcome once it settles, wherever it is driven; `TimeoutError` after `timeout_s`."""
-    store = await engine.store()
     loop = asyncio.get_running_loop()
     deadline = None if timeout_s is None else loop.time() + timeout_s
     wakeups = await store.subscribe([settled_topic(run_id)]) if isinstance(store, QueueStore) else None
@@ -194,10 +165,9 @@ async def wait(engine: Engine, run_id: str, timeout_s: float | None) -> RunOutco
             wakeups.close()
 
 
-async def runs(engine: Engine, limit: int, status: str | None) -> list[RunMeta]:
+async def runs(store: JournalStore, limit: int, status: str | None) -> list[RunMeta]:
     """Runs newest first, optionally only those in `status` (filtered by the store when it can)."""
     check_status(status)
-    store = await engine.store()
     if status is None:
         return await store.list_runs(limit=limit)
     if isinstance(store, QueueStore):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from tether.contracts.entries import JournalEntry
 from tether.contracts.events import AgentStart, ModelEnd, Spawn, SpawnRefused
 from tether.contracts.results import AgentResult
+from tether.engine.agent_result import restore_result
 from tether.journal.matching import JournalIndex
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ class ReplayFacts:
         self, events: EventStream, frame: Frame, running: JournalEntry, terminal: JournalEntry, result: AgentResult
     ) -> None:
         """Emit the replayed agent at `running` (its result already restored) and its journaled subtree."""
-        from tether.engine.agent_call import restore_result  # agent_call imports this module
-
         self._agent(events, running, terminal, result, frame.depth + 1, frame.span_id)
         depth = {running.agent_id: frame.depth + 1}
         span_of = {running.agent_id: f"agent-{running.seq}"}

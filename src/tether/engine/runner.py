@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
 from tether.budget.exposure import ExposureGate
-from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, RunMeta, RunStatus
+from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, Lease, RunMeta, RunStatus
 from tether.contracts.errors import (
     BudgetExhaustedError,
     ConfigError,
@@ -20,15 +18,22 @@ from tether.contracts.errors import (
     TetherError,
 )
 from tether.contracts.events import RunEnd, RunStart
-from tether.contracts.protocols import LeasableStore
+from tether.contracts.protocols import JournalStore, LeasableStore
+from tether.contracts.signal import Signal
 from tether.engine.agent_call import AgentCall
 from tether.engine.ctx import Ctx
 from tether.engine.events import EventStream
 from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.journal_writer import JournalWriter
 from tether.engine.lease import LeaseKeeper
+from tether.engine.options import SegmentOptions, durable_options, genesis_entry, genesis_of
 from tether.engine.outcome import RunOutcome, error_dict
-from tether.engine.segment import Segment, suspension_key
-from tether.engine.tree import Containment, Tree
+from tether.engine.replay import Abandoned, Replay
+from tether.engine.segment import Segment
+from tether.engine.services import RunServices
+from tether.engine.suspensions import Suspensions, pending_keys
+from tether.engine.tool_runner import ToolCalls
+from tether.engine.tree import Tree
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import to_jsonable
 from tether.journal.cost import (
@@ -45,46 +50,8 @@ from tether.journal.matching import JournalIndex
 from tether.tools.ledger import orphans
 
 if TYPE_CHECKING:
-    from tether.engine.engine import Engine
     from tether.engine.handle import RunHandle
 
-
-
-DURABLE_OPTIONS = (
-    "budget_usd", "containment", "max_in_flight_exposure_usd", "strict_pricing", "allow_unpriced", "overshoot",
-)
-"""Run options fixed at the run's start: journaled in its genesis entry, read back by every resume."""
-Overshoot = Literal["hard", "bounded"]
-OVERSHOOT_MODES: tuple[Overshoot, ...] = ("hard", "bounded")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How one segment runs. Durable options left at None mean "as stored" on a resume."""
-
-    budget_usd: float | None = None
-    containment: Containment | None = None
-    deadline_s: float | None = None
-    max_in_flight_exposure_usd: float | None = None
-    strict_pricing: bool | None = None
-    allow_unpriced: bool | None = None
-    overshoot: Overshoot | None = None
-    """`hard` (the default): spend plus every in-flight call's worst case never passes the ceiling;
-    `bounded`: at most one clamped turn per concurrently running agent past it (docs/budgets.md)."""
-    dry_run: bool = False
-    invalidate: tuple[int, ...] = ()
-    resume: bool = False
-    """A resume of a run that must already exist (`engine.resume`), not a start."""
-    raise_budget_usd: float | None = None
-    """A resume that raises the run's USD ceiling to this (journaled `budget-raised`; never lowered)."""
-    raise_reason: str = ""
-    raised_usd: float | None = None
-    """The ceiling as the journal's last `budget-raised` left it (set from the journal, never by a caller)."""
-
-
-def _deadline(opts: RunOptions) -> float | None:
-    limits = [d for d in (opts.deadline_s, opts.containment.max_duration_s if opts.containment else None) if d]
-    return min(limits) if limits else None
 
 
 def check_compatibility(run_id: str, index: JournalIndex) -> None:
@@ -102,98 +69,21 @@ def check_compatibility(run_id: str, index: JournalIndex) -> None:
         )
 
 
-def genesis_of(entries: list[JournalEntry]) -> JournalEntry | None:
-    return next((e for e in entries if e.key == GENESIS_KEY and e.scope == ""), None)
-
-
-def _stored(name: str, value: Any) -> Any:
-    if name == "containment" and isinstance(value, dict):
-        return Containment(**value)
-    return value
-
-
-def durable_options(run_id: str, opts: RunOptions, genesis: JournalEntry | None,
-                    decisions: Iterable[JournalEntry] = ()) -> RunOptions:
-    """The segment's options: what the genesis fixed, as later operator decisions relaxed it (a raised
-    ceiling, unpriced models allowed), wins; a conflicting explicit value is refused."""
-    started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else None
-    if started is None:
-        return opts
-    stored_options = dict(started)
-    if "overshoot" not in stored_options and "budget_usd" in stored_options:
-        stored_options["overshoot"] = "bounded"  # a run started before the hard ceiling keeps the mode it ran in
-    raised: float | None = None
-    for e in decisions:
-        name = decision_name(e) if e.scope == "" else None
-        if name == BUDGET_RAISED and isinstance(e.value, dict) and isinstance(e.value.get("new_usd"), int | float):
-            raised = float(e.value["new_usd"])
-        elif name == UNPRICED_ALLOWED:
-            stored_options["allow_unpriced"] = True
-    fixed: dict[str, Any] = {}
-    for name in DURABLE_OPTIONS:
-        if name not in stored_options:
-            continue  # a journal older than this option: the caller's value (or the default) holds
-        stored, given = _stored(name, stored_options[name]), getattr(opts, name)
-        repeats = given is None or given == stored or (name == "budget_usd" and given == raised)
-        if name == "allow_unpriced" and given and not stored:
-            repeats = True  # turning it on is a relaxation the resume journals (`unpriced-allowed`)
-            stored = None
-        if not repeats:
-            raise ConfigError(
-                f"run {run_id!r} was started with {name}={stored!r}; options fixed at a run's start are kept "
-                f"by every resume. Omit {name}= (or pass the same value), or start a new run for {given!r}"
-                + (" (or raise its ceiling: `tether resume RUN --raise-budget USD`)." if name == "budget_usd"
-                   else "."),
-                run_id=run_id, option=name, stored=stored_options[name],
-            )
-        if stored is not None:
-            fixed[name] = stored
-    return dataclasses.replace(opts, **fixed, raised_usd=raised)
-
-
-def run_ceiling(opts: RunOptions) -> float | None:
-    """The run's USD ceiling: the last raise of it, else `budget_usd` or the containment's `max_usd` when lower."""
-    if opts.raised_usd is not None:
-        return opts.raised_usd
-    budget, c = opts.budget_usd, opts.containment
-    if c is not None and c.max_usd is not None:
-        return c.max_usd if budget is None else min(budget, c.max_usd)
-    return budget
-
-
-def genesis_entry(engine: Engine, wf: Workflow, args_json: Any, opts: RunOptions) -> JournalEntry:
-    """The run's first entry: its workflow, args hash and the durable options every resume reads back."""
-    c = opts.containment
-    return JournalEntry(
-        kind="decision",
-        key=GENESIS_KEY,
-        label="genesis",
-        started_at=engine.clock(),
-        value={
-            "decision": "genesis",
-            "workflow": wf.name,
-            "args_hash": args_hash(args_json),
-            "budget_usd": opts.budget_usd,
-            "containment": dataclasses.asdict(c) if c is not None else None,
-            "max_in_flight_exposure_usd": opts.max_in_flight_exposure_usd,
-            "strict_pricing": bool(opts.strict_pricing),
-            "allow_unpriced": bool(opts.allow_unpriced),
-            "overshoot": opts.overshoot or "hard",
-        },
-    )
+StoreOpener = Callable[[], Awaitable[JournalStore]]
 
 
 async def drive(
-    engine: Engine,
+    services: RunServices,
+    open_store: StoreOpener,
     handle: RunHandle,
     events: EventStream,
     wf: Workflow,
     args: dict[str, Any] | None,
-    opts: RunOptions,
+    opts: SegmentOptions,
 ) -> RunOutcome:
     """One segment: lease, then load (so the journal read is the head), fold, run the body, settle."""
     try:
-        return await _drive(engine, handle, events, wf, args, opts)
+        return await _drive(services, open_store, handle, events, wf, args, opts)
     except BaseException as exc:
         # A segment that started and then failed still ends its run span, with the error.
         seen = events.events
@@ -206,17 +96,18 @@ async def drive(
 
 
 async def _drive(
-    engine: Engine,
+    services: RunServices,
+    open_store: StoreOpener,
     handle: RunHandle,
     events: EventStream,
     wf: Workflow,
     args: dict[str, Any] | None,
-    opts: RunOptions,
+    opts: SegmentOptions,
 ) -> RunOutcome:
-    store = await engine.store()
+    store = await open_store()
     run_id = handle.run_id
     keeper = None if opts.dry_run or not isinstance(store, LeasableStore) else LeaseKeeper(
-        store, run_id, engine.lease_ttl_s
+        store, run_id, services.lease_ttl_s
     )
     async with keeper if keeper is not None else contextlib.nullcontext():
         entries = await store.load(run_id)
@@ -235,48 +126,28 @@ async def _drive(
         genesis = genesis_of(entries)
         asked = opts
         opts = durable_options(run_id, opts, genesis, index.decision_entries)
-        budget = run_ceiling(opts)
-        relaxed = relaxations(engine, run_id, asked, opts, genesis, budget, index)
+        budget = opts.ceiling
+        relaxed = relaxations(services.clock, run_id, asked, opts, genesis, budget, index)
         if opts.raise_budget_usd is not None:
             budget = opts.raise_budget_usd
         root = Account(budget, name="run")
         root.restore(*spent_under(money_entries(index.spend_entries, index.decision_entries), None))
-        seg = Segment(
-            engine=engine,
-            run_id=run_id,
-            workflow=wf.name,
-            store=store,
-            index=index,
-            events=events,
-            root=root,
-            dry_run=opts.dry_run,
-            lease=keeper.lease if keeper is not None else None,
-            strict_pricing=bool(opts.strict_pricing),
-            allow_unpriced=bool(opts.allow_unpriced),
-            exposure=(
-                ExposureGate(opts.max_in_flight_exposure_usd, root)
-                if opts.max_in_flight_exposure_usd is not None
-                else None
-            ),
-            hard_ceiling=(opts.overshoot or "hard") == "hard",
-            money_reset_seq=money_reset_seq(index.decision_entries),
-        )
+        seg = _segment(services, store, run_id, wf.name, index, events, root, opts,
+                       keeper.lease if keeper is not None else None)
         if keeper is not None:
-            keeper.on_lost(seg.lose)
+            keeper.on_lost(seg.journal.lose)
             keeper.on_cancel(seg.cancel.abort)
-        seg.tree = Tree(seg, opts.containment, engine.concurrency)
-        agents = AgentCall(seg)
-        ctx = Ctx(seg, agents)
-        agents.ctx = ctx
+        ctx = Ctx(seg, AgentCall(seg))
         handle._attach(seg)
         if seg.index.match("", GENESIS_KEY) is None and not opts.dry_run:
-            await seg.append(genesis_entry(engine, wf, args_json, opts))  # durable before any effect can run
+            # durable before any effect can run
+            await seg.journal.append(genesis_entry(services.clock(), wf.name, args_json, opts))
         for decision in relaxed:  # an operator's raise, durable before anything it lets the body do
-            stored = await seg.append(decision)
+            stored = await seg.journal.append(decision)
             seg.money_reset_seq = stored.seq or seg.money_reset_seq
         live_meta: RunMeta | None = None
         if not opts.dry_run:
-            now = engine.clock()
+            now = services.clock()
             live_meta = RunMeta(
                 run_id=run_id,
                 workflow=wf.name,
@@ -288,7 +159,7 @@ async def _drive(
                 updated_at=now,
                 segments=(meta.segments + 1) if meta else 1,
             )
-            await seg.put_meta(live_meta)
+            await seg.journal.put_meta(live_meta)
         c = opts.containment
         events.emit(RunStart(workflow=wf.name, resumed=bool(entries), max_agents=c.max_agents if c else None,
                              **seg.figures()))
@@ -298,8 +169,8 @@ async def _drive(
             await seg.resources.aclose()  # MCP servers stop at settle, error and cancel alike
         if status == "exhausted" and error is None:
             error = ceiling_refusal(seg)
-        if seg.lease_lost is not None:
-            raise seg.lease_lost
+        if seg.journal.lost is not None:
+            raise seg.journal.lost
         if seg.handed_back is not None and status == "cancelled":
             raise seg.handed_back  # unsettled on purpose: the next driver resumes it from here
         outcome = await _settle(seg, status, value, error, live_meta)
@@ -318,8 +189,42 @@ def _run_end(outcome: RunOutcome, seg: Segment) -> RunEnd:
     )
 
 
+def _segment(
+    services: RunServices, store: JournalStore, run_id: str, workflow: str, index: JournalIndex,
+    events: EventStream, root: Account, opts: SegmentOptions, lease: Lease | None,
+) -> Segment:
+    """The segment's parts, wired: its journal writer, replay lookup, suspensions, tree and tool calls."""
+    cancel = Signal()
+    journal = JournalWriter(run_id, store, index, cancel, lease=lease, dry_run=opts.dry_run)
+    replay = Replay(run_id, index, dry_run=opts.dry_run)
+    return Segment(
+        run_id=run_id,
+        workflow=workflow,
+        services=services,
+        index=index,
+        events=events,
+        journal=journal,
+        replay=replay,
+        waits=Suspensions(journal, replay, events, services.clock),
+        tree=Tree(journal, events, root, services.clock, opts.containment, services.concurrency),
+        tools=ToolCalls(services.tool_runner, store, run_id, services.clock),
+        root=root,
+        cancel=cancel,
+        strict_pricing=bool(opts.strict_pricing),
+        allow_unpriced=bool(opts.allow_unpriced),
+        exposure=(
+            ExposureGate(opts.max_in_flight_exposure_usd, root)
+            if opts.max_in_flight_exposure_usd is not None
+            else None
+        ),
+        hard_ceiling=(opts.overshoot or "hard") == "hard",
+        money_reset_seq=money_reset_seq(index.decision_entries),
+    )
+
+
 def relaxations(
-    engine: Engine, run_id: str, asked: RunOptions, opts: RunOptions, genesis: JournalEntry | None,
+    clock: Callable[[], float], run_id: str, asked: SegmentOptions, opts: SegmentOptions,
+    genesis: JournalEntry | None,
     ceiling: float | None, index: JournalIndex,
 ) -> list[JournalEntry]:
     """The operator decisions a resume journals before its body runs: a raised ceiling (never a lowered
@@ -341,7 +246,7 @@ def relaxations(
                 f"{ceiling:.4f} USD; a ceiling is never lowered. Pass a larger value.",
                 run_id=run_id, ceiling=ceiling, asked=raise_to,
             )
-        out.append(operator_decision(engine.clock(), BUDGET_RAISED, old_usd=ceiling, new_usd=raise_to,
+        out.append(operator_decision(clock(), BUDGET_RAISED, old_usd=ceiling, new_usd=raise_to,
                                      reason=opts.raise_reason))
     started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else {}
     if asked.allow_unpriced and genesis is not None and not started.get("allow_unpriced") and not any(
@@ -350,7 +255,7 @@ def relaxations(
         if opts.dry_run:
             raise ConfigError("a dry run writes nothing, so it cannot allow unpriced models; resume without "
                               "dry_run=True")
-        out.append(operator_decision(engine.clock(), UNPRICED_ALLOWED, reason=opts.raise_reason))
+        out.append(operator_decision(clock(), UNPRICED_ALLOWED, reason=opts.raise_reason))
     return out
 
 
@@ -398,7 +303,7 @@ def ceiling_stopped(seg: Segment) -> bool:
     return seg.root.exhausted or seg.tree.tokens.exhausted
 
 
-async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], opts: RunOptions) -> tuple[
+async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], opts: SegmentOptions) -> tuple[
     RunStatus, Any, Any
 ]:
     frame = Frame(scope="", account=seg.root, workflow=wf.name)
@@ -408,16 +313,16 @@ async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], 
         return await wf.fn(ctx, **args)
 
     task = asyncio.create_task(body())
-    parked = asyncio.create_task(seg.all_parked.wait())
+    parked = asyncio.create_task(seg.waits.all_parked.wait())
     cancelled = asyncio.create_task(seg.cancel.wait())
     waiters: set[asyncio.Task[Any]] = {task, parked, cancelled}
     try:
-        await asyncio.wait(waiters, timeout=_deadline(opts), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=opts.deadline, return_when=asyncio.FIRST_COMPLETED)
     finally:
         parked.cancel()
         cancelled.cancel()
     if not task.done():
-        reason = "suspended" if seg.all_parked.is_set() else ("cancelled" if seg.cancel.aborted else "deadline")
+        reason = "suspended" if seg.waits.all_parked.is_set() else ("cancelled" if seg.cancel.aborted else "deadline")
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
@@ -436,8 +341,6 @@ async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], 
         # Failed after the segment was cancelled (an agent the cancel cut ended `cancelled`, and the
         # workflow raised that before its task could be cancelled): the run was cancelled.
         return "cancelled", None, {"type": "Cancelled", "message": seg.cancel.reason or "cancelled"}
-    from tether.engine.segment import Abandoned
-
     if isinstance(exc, Abandoned):
         return "cancelled", None, exc
     return "error", None, exc
@@ -454,7 +357,7 @@ def _dropped_json(seg: Segment) -> list[Any]:
 
 async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta: RunMeta | None) -> RunOutcome:
     """Append `run_settle` when the segment wrote something or the status changed, then seal."""
-    pending = [k for k in (suspension_key(e) for e in seg.index.open_suspensions()) if k]
+    pending = pending_keys(seg.index)
     stored_value = None
     if status in ("ok", "exhausted") and value is not None:
         try:
@@ -464,14 +367,14 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
     last = seg.index.last_settle()
     last_status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
     if not seg.dry_run:
-        if seg.appended or seg.deferred or last_status != status:
-            await seg.append(
+        if seg.journal.appended or seg.journal.deferred or last_status != status:
+            await seg.journal.append(
                 JournalEntry(
                     kind="decision",
                     key=SETTLE_KEY,
                     ordinal=seg.index.next_ordinal("", SETTLE_KEY),
                     label="settle",
-                    started_at=seg.engine.clock(),
+                    started_at=seg.services.clock(),
                     value={
                         "decision": "settle",
                         "status": status,
@@ -483,9 +386,9 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
                 )
             )
         if meta is not None:
-            await seg.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.engine.clock()}))
+            await seg.journal.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.services.clock()}))
     cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all a cost fold reads
-    seg.stats.orphaned = [r.idempotency_key for r in await orphans(seg.store, seg.run_id)]
+    seg.replay.stats.orphaned = [r.idempotency_key for r in await orphans(seg.journal.store, seg.run_id)]
     return RunOutcome(
         run_id=seg.run_id,
         status=status,
@@ -495,6 +398,6 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
         usage=cost.usage,
         dropped=list(seg.dropped),
         pending=pending if status in ("suspended", "exhausted") else [],
-        replay=seg.stats,
+        replay=seg.replay.stats,
         warnings=list(seg.warnings),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.contracts.protocols import ExecRequest, Executor, JournalStore
@@ -10,54 +11,18 @@ from tether.tools.executors import InProcessExecutor, get_executor
 from tether.tools.ledger import EffectLedger, idempotency_key, orphans
 
 if TYPE_CHECKING:
-    from tether.engine.segment import Segment
     from tether.tools.definition import Tool
 
-__all__ = ["ToolExecutionError", "ToolRunner", "store_paths"]
+__all__ = ["ToolCalls", "ToolExecutionError", "ToolRunner", "store_paths"]
 
 
 class ToolRunner:
-    """The engine's tool dispatch: every call writes one intent and one outcome ledger row.
-
-    On resume, a call whose intent has no outcome (an orphan) is dispatched again with the same
-    idempotency key when the tool is `idempotent`; otherwise it is not re-run and the model is told
-    the earlier attempt's effect is unknown. Orphans are read once per segment: a segment's own
-    dispatches can never orphan a call it makes again.
-    """
+    """The engine's executors: the ones tools name (`executor="sandbox"`) are built once per engine."""
 
     def __init__(self) -> None:
         self._named: dict[str, Executor] = {}
-        """The executors tools name (`executor="sandbox"`), built on first use."""
 
-    async def run(
-        self, seg: Segment, tool: Tool, args: dict[str, Any], *, agent_seq: int, ordinal: int, call_id: str,
-        cwd: str | None = None,
-    ) -> Any:
-        key = idempotency_key(seg.run_id, agent_seq, ordinal, tool.name, args)
-        orphan = (await self._orphans_of(seg)).get(key)
-        if orphan is not None and not tool.idempotent:
-            return (
-                f"[effect unknown] an earlier attempt of {tool.name!r} (attempt {orphan}) was "
-                "interrupted before it reported; it was not run again because the tool is not idempotent. "
-                "Check its effect before retrying."
-            )
-        request = ExecRequest(
-            tool=tool.name, target=tool.target, args=args, timeout_s=tool.timeout_s, idempotency_key=key, cwd=cwd,
-            env=tool.env_values(), read_paths=tool.read_paths, hide_paths=store_paths(seg.store),
-        )
-        ledger = EffectLedger(seg.store, seg.run_id, clock=seg.engine.clock)
-        result = await ledger.dispatch(self._executor(tool), request, tool, span_id=f"agent-{agent_seq}:{call_id}")
-        if result.outcome == "ok":
-            return result.value
-        if result.outcome == "timeout":
-            raise ToolExecutionError(result.error or f"tool {tool.name!r} timed out", outcome="timeout",
-                                     timeout_s=tool.timeout_s, signal=result.signal)
-        raise ToolExecutionError(
-            f"tool {tool.name!r} ended {result.outcome}: {result.error or ''}".strip(),
-            outcome=result.outcome, exit_code=result.exit_code, signal=result.signal,
-        )
-
-    def _executor(self, tool: Tool) -> Executor:
+    def executor(self, tool: Tool) -> Executor:
         if tool.executor in (None, "inprocess"):
             # The tool's value and exceptions reach the agent loop as they are (ModelRetry included).
             return InProcessExecutor(propagate=True)
@@ -68,14 +33,56 @@ class ToolRunner:
             named = self._named[tool.executor] = get_executor(tool.executor)
         return named
 
-    @staticmethod
-    async def _orphans_of(seg: Segment) -> dict[str, str]:
+
+class ToolCalls:
+    """One segment's tool dispatch: every call writes one intent and one outcome ledger row.
+
+    On resume, a call whose intent has no outcome (an orphan) is dispatched again with the same
+    idempotency key when the tool is `idempotent`; otherwise it is not re-run and the model is told
+    the earlier attempt's effect is unknown. Orphans are read once per segment: a segment's own
+    dispatches can never orphan a call it makes again.
+    """
+
+    def __init__(self, runner: ToolRunner, store: JournalStore, run_id: str, clock: Callable[[], float]) -> None:
+        self.runner = runner
+        self.store = store
+        self.run_id = run_id
+        self.clock = clock
+        self._orphans: dict[str, str] | None = None
+
+    async def run(
+        self, tool: Tool, args: dict[str, Any], *, agent_seq: int, ordinal: int, call_id: str, cwd: str | None = None,
+    ) -> Any:
+        key = idempotency_key(self.run_id, agent_seq, ordinal, tool.name, args)
+        orphan = (await self._orphans_of()).get(key)
+        if orphan is not None and not tool.idempotent:
+            return (
+                f"[effect unknown] an earlier attempt of {tool.name!r} (attempt {orphan}) was "
+                "interrupted before it reported; it was not run again because the tool is not idempotent. "
+                "Check its effect before retrying."
+            )
+        request = ExecRequest(
+            tool=tool.name, target=tool.target, args=args, timeout_s=tool.timeout_s, idempotency_key=key, cwd=cwd,
+            env=tool.env_values(), read_paths=tool.read_paths, hide_paths=store_paths(self.store),
+        )
+        ledger = EffectLedger(self.store, self.run_id, clock=self.clock)
+        executor = self.runner.executor(tool)
+        result = await ledger.dispatch(executor, request, tool, span_id=f"agent-{agent_seq}:{call_id}")
+        if result.outcome == "ok":
+            return result.value
+        if result.outcome == "timeout":
+            raise ToolExecutionError(result.error or f"tool {tool.name!r} timed out", outcome="timeout",
+                                     timeout_s=tool.timeout_s, signal=result.signal)
+        raise ToolExecutionError(
+            f"tool {tool.name!r} ended {result.outcome}: {result.error or ''}".strip(),
+            outcome=result.outcome, exit_code=result.exit_code, signal=result.signal,
+        )
+
+    async def _orphans_of(self) -> dict[str, str]:
         """idempotency key → attempt id of this run's orphaned dispatches, loaded once per segment."""
-        if seg.tool_orphans is None:
-            seg.tool_orphans = {r.idempotency_key: r.attempt_id for r in await orphans(seg.store, seg.run_id)}
-        return seg.tool_orphans
-
-
+        if self._orphans is None:
+            self._orphans = {r.idempotency_key: r.attempt_id for r in await orphans(self.store, self.run_id)}
+        return self._orphans
 
 
 def store_paths(store: JournalStore) -> tuple[str, ...]:

@@ -3,42 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from tether.budget.accounts import Account, Hold
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
 from tether.contracts.events import AgentEvent, BudgetDraw
 from tether.contracts.usage import Usage
+from tether.engine.events import EventStream
+from tether.engine.journal_writer import JournalWriter
+from tether.engine.options import Containment
 
-if TYPE_CHECKING:
-    from tether.engine.segment import Segment
+__all__ = ["CapLabel", "Containment", "Refusal", "Tree", "draw_row", "refusal_error", "tokens_from_terminals"]
 
 CapLabel = Literal["agents", "depth", "budget"]
-
-
-@dataclass(frozen=True)
-class Containment:
-    """Caps on a run's whole agent tree, fixed at start; nothing a model writes can raise them.
-
-    `max_agents` counts agents ever created (the workflow is not one); agents the workflow starts are
-    at depth 1. `max_concurrent` queues (FIFO, per depth level); the other caps refuse.
-    """
-
-    max_agents: int
-    max_concurrent: int
-    max_depth: int
-    max_tokens: int | None = None
-    max_usd: float | None = None
-    max_duration_s: float | None = None
-
-    def __post_init__(self) -> None:
-        from tether.contracts.errors import ConfigError
-
-        for name in ("max_agents", "max_concurrent", "max_depth"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"Containment.{name} must be at least 1, got {getattr(self, name)}")
 
 
 class Refusal(Exception):
@@ -61,16 +40,23 @@ def refusal_error(refusal: Refusal) -> TetherError:
 class Tree:
     """Live tree state of one segment, restored from the journal (agents, tokens) at its start."""
 
-    def __init__(self, seg: Segment, containment: Containment | None, concurrency: int) -> None:
-        self.seg = seg
+    def __init__(
+        self, journal: JournalWriter, events: EventStream, root: Account, clock: Callable[[], float],
+        containment: Containment | None, concurrency: int,
+    ) -> None:
+        self.journal = journal
+        self.events = events
+        self.root = root
+        self.clock = clock
         self.containment = containment
         per_level = concurrency if containment is None else min(concurrency, containment.max_concurrent)
         self.per_level = per_level
         self._slots: dict[int, asyncio.Semaphore] = {}
-        self.agents = sum(1 for e in seg.index.spend_entries if e.kind == "agent" and e.status == "running")
+        spend_entries = journal.index.spend_entries
+        self.agents = sum(1 for e in spend_entries if e.kind == "agent" and e.status == "running")
         ceiling = None if containment is None else containment.max_tokens
         self.tokens = Account(None if ceiling is None else float(ceiling), name="tree tokens")
-        self.tokens.restore(float(tokens_from_terminals(seg.index.spend_entries)))
+        self.tokens.restore(float(tokens_from_terminals(spend_entries)))
         self.turn_of: dict[int, int] = {}
         self.working: dict[int, int] = {}
         self.peak: dict[int, int] = {}
@@ -116,7 +102,7 @@ class Tree:
         """A `tree` fact for the audit (journaled, folded by `engine.agent_events`)."""
         ev = AgentEvent.model_validate(fields)
         return JournalEntry(kind="tree", scope=scope, key=key, label=ev.kind, value=ev.model_dump(exclude_none=True),
-                            started_at=self.seg.engine.clock())
+                            started_at=self.clock())
 
     def draw(
         self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], calls: tuple[int, int],
@@ -135,15 +121,15 @@ class Tree:
         usd = sum(costs.values())
         if agent_id is None or (not tokens and not usd):
             return False
-        row = draw_row(agent_id, step, tokens, self.remaining_tokens(), usd, self.seg.root.remaining())
+        row = draw_row(agent_id, step, tokens, self.remaining_tokens(), usd, self.root.remaining())
         # The row's fields, then the envelope's extras (in this order: the stored bytes are as before).
-        self.seg.stage(JournalEntry(
+        self.journal.stage(JournalEntry(
             kind="tree", label="budget_draw", value=row,
-            started_at=self.seg.engine.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
+            started_at=self.clock(), agent_id=agent_id, costs=costs or None, from_call=calls[0],
             through=calls[1], input_overhead=input_overhead or None,
             usage=None if usage is None or usage.is_empty() else usage,
         ))
-        self.seg.events.emit(BudgetDraw(
+        self.events.emit(BudgetDraw(
             agent_id=agent_id, step=step, tokens=tokens, remaining=row.get("remaining"), usd=row["usd"],
             remaining_usd=row.get("remaining_usd"),
         ))

@@ -7,7 +7,7 @@ from starlette.responses import Response
 from tether.cli.resolutions import OpenSuspension, SuspensionNotFoundError, check_value, find_open
 from tether.contracts.entries import JournalEntry
 from tether.contracts.protocols import QueueStore
-from tether.engine.tree import Containment
+from tether.engine.options import Containment
 from tether.server.api import load_run, state_of
 from tether.server.models import (
     CancelRequest,

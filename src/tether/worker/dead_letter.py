@@ -16,7 +16,7 @@ from tether.contracts.errors import ConfigError
 from tether.contracts.protocols import LeasableStore, QueueStore
 from tether.contracts.queue import Claim, FinishState
 from tether.engine.lease import LeaseKeeper
-from tether.engine.segment import suspension_key
+from tether.engine.suspensions import suspension_key
 from tether.journal.keys import SETTLE_KEY
 from tether.journal.matching import JournalIndex
 

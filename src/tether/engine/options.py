@@ -1,0 +1,246 @@
+"""The options of a run and of an agent: `RunOptions`, `AgentOptions`, and what derives from them.
+
+`RunOptions` is the one declaration `engine.start/run/run_sync/enqueue/resume/start_resume` take
+(`**options: Unpack[RunOptions]`); the durable list, the genesis entry and the validation derive from it.
+`AgentOptions` is the one declaration of what `ctx.agent` and `ctx.orchestrate` take besides the prompt
+and the three arguments that decide what comes back (`output`, `on_error`, `full`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict, get_args
+
+from tether.agents.tool_budget import ToolBudget
+from tether.contracts.entries import JournalEntry
+from tether.contracts.errors import ConfigError
+from tether.journal.cost import BUDGET_RAISED, UNPRICED_ALLOWED, decision_name
+from tether.journal.keys import GENESIS_KEY, args_hash
+from tether.mcp.source import ToolLike
+from tether.routing import ModelLike
+
+Overshoot = Literal["hard", "bounded"]
+OVERSHOOT_MODES: tuple[Overshoot, ...] = get_args(Overshoot)
+
+
+@dataclass(frozen=True)
+class Containment:
+    """Caps on a run's whole agent tree, fixed at start; nothing a model writes can raise them.
+
+    `max_agents` counts agents ever created (the workflow is not one); agents the workflow starts are
+    at depth 1. `max_concurrent` queues (FIFO, per depth level); the other caps refuse.
+    """
+
+    max_agents: int
+    max_concurrent: int
+    max_depth: int
+    max_tokens: int | None = None
+    max_usd: float | None = None
+    max_duration_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_agents", "max_concurrent", "max_depth"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"Containment.{name} must be at least 1, got {getattr(self, name)}")
+
+
+class RunOptions(TypedDict, total=False):
+    """How a run runs. Every option but `deadline_s` is fixed at the run's start (journaled in its genesis):
+    a resume that leaves one out keeps the stored value, and one that passes another value is refused."""
+
+    budget_usd: float | None
+    """The run's USD ceiling (docs/budgets.md)."""
+    containment: Containment | None
+    """Caps on the agent tree (agents, depth, concurrency, tokens, USD, duration)."""
+    max_in_flight_exposure_usd: float | None
+    """A cap on the worst case of the provider calls in flight at once."""
+    strict_pricing: bool | None
+    """Refuse a model with no price row even without a USD ceiling."""
+    allow_unpriced: bool | None
+    """Run unpriced models under the USD ceiling (their spend is itemized, not counted against it)."""
+    overshoot: Overshoot | None
+    """`"hard"` (the default): spend plus every in-flight call's worst case never passes the ceiling;
+    `"bounded"`: at most one clamped turn per concurrently running agent past it."""
+    deadline_s: float | None
+    """Wall-clock seconds this segment may run before it is cancelled (per segment, never stored)."""
+
+
+class AgentOptions(TypedDict, total=False):
+    """How one agent invocation runs (`ctx.agent`, `ctx.orchestrate`); see docs/agents.md."""
+
+    tools: Sequence[ToolLike]
+    """`tether.Tool`s (`@tether.tool`, docs/tools.md) and MCP sources the model may call."""
+    model: ModelLike | None
+    """`"adapter:model"`, a list (the rest are fallbacks) or a `tether.ModelSpec`; default: the profile's,
+    else the workflow's, else the engine's `routing` for the role."""
+    agent_type: str | None
+    """A profile registered with `engine.profile(...)`: its model, tools, system prompt and limits are the
+    defaults; grouped under it in `by_agent_type` costs."""
+    key: str | None
+    """Identity instead of the prompt: the journal matches on it, so the prompt may change freely."""
+    label: str | None
+    """A display name (events, spans, `tether tree`); never part of the identity."""
+    est_cost: float | None
+    """USD reserved at admission instead of the priced estimate of one turn."""
+    max_turns: int | None
+    """Model calls allowed (default 32, or the profile's); past it the agent settles `limit`."""
+    max_output_tokens: int | None
+    """The output limit of each call (the budget may clamp it lower)."""
+    tool_budget: ToolBudget | None
+    """A `tether.ToolBudget` capping this invocation's tool calls (docs/tool-budgets.md)."""
+    system: str | None
+    """The system prompt (default: the profile's)."""
+    exposure_wait: bool
+    """Under `max_in_flight_exposure_usd`, wait for in-flight calls to settle instead of failing."""
+    isolation: Literal["worktree"] | None
+    """`"worktree"`: every tool call runs in a disposable git worktree of `repo`; the patch comes back in
+    `AgentResult.artifacts["patch"]`. Part of the identity."""
+    repo: str | None
+    """The repository for `isolation="worktree"` (default: the working directory)."""
+
+
+AGENT_OPTION_NAMES = frozenset(AgentOptions.__annotations__)
+
+
+def check_agent_options(options: Mapping[str, Any], what: str) -> None:
+    """A name `AgentOptions` does not declare is a `TypeError`, as Python raises for an unexpected keyword
+    (mypy reports it before the code runs; this is for untyped callers)."""
+    for name in options:
+        if name not in AGENT_OPTION_NAMES:
+            raise TypeError(
+                f"{what} got an unexpected keyword argument {name!r}; the options are output, on_error, full, "
+                f"{', '.join(sorted(AGENT_OPTION_NAMES))} (tether.AgentOptions)"
+            )
+
+
+PER_SEGMENT_OPTIONS = frozenset({"deadline_s"})
+RUN_OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
+DURABLE_OPTIONS: tuple[str, ...] = tuple(n for n in RUN_OPTION_NAMES if n not in PER_SEGMENT_OPTIONS)
+"""Run options fixed at the run's start: journaled in its genesis entry, read back by every resume."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentOptions:
+    """How one segment runs: the caller's `RunOptions` (None: "as stored" on a resume) and its own flags."""
+
+    budget_usd: float | None = None
+    containment: Containment | None = None
+    max_in_flight_exposure_usd: float | None = None
+    strict_pricing: bool | None = None
+    allow_unpriced: bool | None = None
+    overshoot: Overshoot | None = None
+    deadline_s: float | None = None
+    dry_run: bool = False
+    invalidate: tuple[int, ...] = ()
+    resume: bool = False
+    """A resume of a run that must already exist (`engine.resume`), not a start."""
+    raise_budget_usd: float | None = None
+    """A resume that raises the run's USD ceiling to this (journaled `budget-raised`; never lowered)."""
+    raise_reason: str = ""
+    raised_usd: float | None = None
+    """The ceiling as the journal's last `budget-raised` left it (set from the journal, never by a caller)."""
+
+    @property
+    def deadline(self) -> float | None:
+        limits = [d for d in (self.deadline_s, self.containment.max_duration_s if self.containment else None) if d]
+        return min(limits) if limits else None
+
+    @property
+    def ceiling(self) -> float | None:
+        """The run's USD ceiling: the last raise of it, else `budget_usd` or the containment's `max_usd` when lower."""
+        if self.raised_usd is not None:
+            return self.raised_usd
+        budget, c = self.budget_usd, self.containment
+        if c is not None and c.max_usd is not None:
+            return c.max_usd if budget is None else min(budget, c.max_usd)
+        return budget
+
+
+def segment_options(options: Mapping[str, Any], what: str, **flags: Any) -> SegmentOptions:
+    """`options` checked (unknown names, types a typo would give) as a segment's options, with `flags`."""
+    unknown = sorted(set(options) - set(RUN_OPTION_NAMES))
+    if unknown:  # what Python raises for an unexpected keyword (mypy reports it before the code runs)
+        raise TypeError(
+            f"{what} got an unexpected keyword argument {unknown[0]!r}; the run options are "
+            f"{', '.join(RUN_OPTION_NAMES)} (tether.RunOptions)"
+        )
+    budget = options.get("budget_usd")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget < 0):
+        raise ConfigError(f"budget_usd must be a USD amount >= 0, got {budget!r}")
+    containment = options.get("containment")
+    if containment is not None and not isinstance(containment, Containment):
+        raise ConfigError(f"containment must be a tether.Containment, got {type(containment).__name__}")
+    mode = options.get("overshoot")
+    if mode is not None and mode not in OVERSHOOT_MODES:
+        raise ConfigError(f"overshoot must be one of {', '.join(map(repr, OVERSHOOT_MODES))}, got {mode!r}")
+    return SegmentOptions(**{k: v for k, v in options.items() if v is not None}, **flags)
+
+
+def genesis_of(entries: Iterable[JournalEntry]) -> JournalEntry | None:
+    return next((e for e in entries if e.key == GENESIS_KEY and e.scope == ""), None)
+
+
+def genesis_entry(started_at: float, workflow: str, args_json: Any, opts: SegmentOptions) -> JournalEntry:
+    """The run's first entry: its workflow, args hash and the durable options every resume reads back."""
+    value: dict[str, Any] = {"decision": "genesis", "workflow": workflow, "args_hash": args_hash(args_json)}
+    for name in DURABLE_OPTIONS:
+        value[name] = _stored_form(name, getattr(opts, name))
+    return JournalEntry(kind="decision", key=GENESIS_KEY, label="genesis", started_at=started_at, value=value)
+
+
+def _stored_form(name: str, value: Any) -> Any:
+    """A durable option as the genesis stores it (flags as booleans, the mode's default spelled out)."""
+    if name == "containment":
+        return dataclasses.asdict(value) if value is not None else None
+    if name in ("strict_pricing", "allow_unpriced"):
+        return bool(value)
+    if name == "overshoot":
+        return value or "hard"
+    return value
+
+
+def _loaded_form(name: str, value: Any) -> Any:
+    if name == "containment" and isinstance(value, dict):
+        return Containment(**value)
+    return value
+
+
+def durable_options(run_id: str, opts: SegmentOptions, genesis: JournalEntry | None,
+                    decisions: Iterable[JournalEntry] = ()) -> SegmentOptions:
+    """The segment's options: what the genesis fixed, as later operator decisions relaxed it (a raised
+    ceiling, unpriced models allowed), wins; a conflicting explicit value is refused."""
+    started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else None
+    if started is None:
+        return opts
+    stored_options = dict(started)
+    if "overshoot" not in stored_options and "budget_usd" in stored_options:
+        stored_options["overshoot"] = "bounded"  # a run started before the hard ceiling keeps the mode it ran in
+    raised: float | None = None
+    for e in decisions:
+        name = decision_name(e) if e.scope == "" else None
+        if name == BUDGET_RAISED and isinstance(e.value, dict) and isinstance(e.value.get("new_usd"), int | float):
+            raised = float(e.value["new_usd"])
+        elif name == UNPRICED_ALLOWED:
+            stored_options["allow_unpriced"] = True
+    fixed: dict[str, Any] = {}
+    for name in DURABLE_OPTIONS:
+        if name not in stored_options:
+            continue  # a journal older than this option: the caller's value (or the default) holds
+        stored, given = _loaded_form(name, stored_options[name]), getattr(opts, name)
+        repeats = given is None or given == stored or (name == "budget_usd" and given == raised)
+        if name == "allow_unpriced" and given and not stored:
+            repeats = True  # turning it on is a relaxation the resume journals (`unpriced-allowed`)
+            stored = None
+        if not repeats:
+            raise ConfigError(
+                f"run {run_id!r} was started with {name}={stored!r}; options fixed at a run's start are kept "
+                f"by every resume. Omit {name}= (or pass the same value), or start a new run for {given!r}"
+                + (" (or raise its ceiling: `tether resume RUN --raise-budget USD`)." if name == "budget_usd"
+                   else "."),
+                run_id=run_id, option=name, stored=stored_options[name],
+            )
+        if stored is not None:
+            fixed[name] = stored
+    return dataclasses.replace(opts, **fixed, raised_usd=raised)

@@ -1,0 +1,106 @@
+"""`Replay`: one segment's matching of calls against the journal it loaded, with the replay stats.
+
+Every ctx effect asks `lookup` (or `replayed`, for host steps) before it runs: the one replay
+predicate (`journal.disposition`) says replay, re-run, re-dispatch or skip, and a replay-strict (dry)
+run stops at the first call that would run live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tether.contracts.entries import JournalEntry
+from tether.contracts.errors import JournalMissError
+from tether.engine.outcome import ReplayStats
+from tether.journal.disposition import Disposition, disposition
+from tether.journal.matching import JournalIndex, Match
+
+
+class Abandoned(BaseException):
+    """The matched call was abandoned: its branch derives `skipped` with zero spend.
+
+    A `BaseException`, like `asyncio.CancelledError`: it unwinds the branch, and a workflow's `except
+    Exception:` must not swallow it (the engine catches it where the branch ends)."""
+
+    def __init__(self, scope: str, seq: int | None) -> None:
+        super().__init__(f"abandoned work at scope {scope!r} (seq {seq})")
+        self.scope = scope
+        self.seq = seq
+
+
+@dataclass(slots=True)
+class Lookup:
+    """The result of matching one call: what to do and with which journaled entries."""
+
+    action: Disposition | None  # None = a miss
+    match: Match | None
+
+    @property
+    def running(self) -> JournalEntry | None:
+        return self.match.entry if self.match and self.action == "redispatch" else None
+
+
+
+
+@dataclass(eq=False)
+class Replay:
+    """Matches one segment's calls; counts hits, misses, re-runs and skips in `stats`."""
+
+    run_id: str
+    index: JournalIndex
+    dry_run: bool = False
+    stats: ReplayStats = field(default_factory=ReplayStats)
+    counters: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Per (scope, name): how many sites of that name this segment has entered (parallel, child workflows)."""
+
+    def lookup(self, scope: str, key: str) -> Lookup:
+        """Match a call and decide with the one replay predicate; update the replay stats."""
+        m = self.index.match(scope, key)
+        if m is None:
+            self.stats.misses += 1
+            return Lookup(None, None)
+        return self._decided(scope, m, disposition(m.entry, m.terminal, abandoned=m.abandoned))
+
+    def replayed(self, scope: str, key: str) -> JournalEntry | Lookup:
+        """`lookup`, but a call that replays a terminal gets that terminal itself (no `Match`, no `Lookup`:
+        this runs once per replayed host step); any other outcome is the `Lookup` `lookup` returns."""
+        taken = self.index.take(scope, key)
+        if taken is None:
+            self.stats.misses += 1
+            return Lookup(None, None)
+        entry, terminal, abandoned = taken
+        action = disposition(entry, terminal, abandoned=abandoned)
+        if action == "replay" and terminal is not None:
+            self.stats.hits += 1
+            return terminal
+        return self._decided(scope, Match(entry, terminal, abandoned), action)
+
+    def _decided(self, scope: str, m: Match, action: Disposition) -> Lookup:
+        if action == "replay":
+            self.stats.hits += 1
+        elif action == "skip":
+            self.stats.skipped += 1
+            raise Abandoned(scope, m.entry.seq)
+        else:
+            self.stats.reruns += 1
+        return Lookup(action, m)
+
+    def skipped(self, scope: str, seq: int | None) -> Abandoned:
+        """Count an abandoned call found some other way (a suspension closed by `abandon`)."""
+        self.stats.skipped += 1
+        return Abandoned(scope, seq)
+
+    def require_live(self, what: str, scope: str) -> None:
+        """Replay-strict runs stop at the first would-be-live call."""
+        if self.dry_run:
+            raise JournalMissError(
+                f"dry run of {self.run_id!r}: {what} at scope {scope!r} is not in the journal "
+                f"(it would run live). The workflow changed since the journal was written.",
+                scope=scope,
+            )
+
+    def next_counter(self, scope: str, name: str) -> int:
+        k = (scope, name)
+        n = self.counters.get(k, 0)
+        self.counters[k] = n + 1
+        return n

@@ -1,0 +1,38 @@
+"""`RunServices`: what one segment uses of its engine, and nothing else of it.
+
+The engine builds one per segment; the segment and everything under it (ctx, agents, the loop host,
+the tree) read time, randomness, models, profiles, prices and limits from it, never from the engine.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from tether.contracts.prices import Price
+from tether.engine.profiles import AgentProfile
+from tether.engine.return_types import ReturnTypes
+from tether.engine.tool_runner import ToolRunner
+from tether.routing import ModelLike, Router
+from tether.tools.permissions import Permissions
+
+
+@dataclass(frozen=True, slots=True)
+class RunServices:
+    """The engine's configuration and shared parts, as one segment sees them."""
+
+    clock: Callable[[], float]
+    rng: random.Random
+    sleep: Callable[[float], Awaitable[None]]
+    router: Router
+    profiles: Mapping[str, AgentProfile]
+    workflow_model: Callable[[str], ModelLike | None]
+    price_of: Callable[[str], Price | None]
+    tool_runner: ToolRunner
+    permissions: Permissions | None
+    max_spawns: int
+    dispatch_wait_s: float
+    concurrency: int
+    lease_ttl_s: float
+    return_types: ReturnTypes

@@ -1,0 +1,260 @@
+"""The engine's structure, checked: no import cycle, no private pydantic state, one record type per concept,
+one declaration of the run and agent options."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import tether
+from tether.contracts.entries import JournalEntry
+from tether.engine.options import AGENT_OPTION_NAMES, DURABLE_OPTIONS, AgentOptions, RunOptions
+from tether.engine.replay import Abandoned
+from tether.testing import FakeModel, Reply
+
+SRC = Path(tether.__file__).parent
+ENGINE = SRC / "engine"
+PRIVATE = {"__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__", "__dict__"}
+
+
+def _imports_of(path: Path) -> set[str]:
+    """The `tether.engine` modules `path` imports, at run time or under TYPE_CHECKING alike."""
+    names = {p.stem for p in ENGINE.glob("*.py")}
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tether.engine"):
+            parts = node.module.split(".")
+            if len(parts) >= 3:
+                found.add(parts[2])
+            else:
+                found |= {a.name for a in node.names if a.name in names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[2] for a in node.names if a.name.startswith("tether.engine.")}
+    found.discard(path.stem)
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph`, as the list of modules on it, or None."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep):], dep]
+            if dep not in state and (found := visit(dep)) is not None:
+                return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None
+
+
+def test_the_engine_package_has_no_import_cycle_counting_type_checking_imports() -> None:
+    graph = {p.stem: _imports_of(p) for p in ENGINE.glob("*.py")}
+    assert len(graph) > 20  # the scan saw the package
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def _private_writes(source: str) -> list[tuple[int, str]]:
+    """Lines of `source` that write a pydantic instance's private state or an instance `__dict__`."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for t in targets:
+            base = t.value if isinstance(t, ast.Subscript) else t
+            if isinstance(base, ast.Attribute) and base.attr in PRIVATE:
+                out.append((node.lineno, base.attr))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if f.attr in ("update", "setdefault", "pop", "clear") and isinstance(f.value, ast.Attribute) \
+                    and f.value.attr in PRIVATE:
+                out.append((node.lineno, f"{f.value.attr}.{f.attr}"))
+            if f.attr == "__setattr__" or (isinstance(f.value, ast.Name) and f.attr == "setattr"):
+                names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                out += [(node.lineno, n) for n in names if n in PRIVATE]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            out += [(node.lineno, n) for n in names if n in PRIVATE]
+    return out
+
+
+def test_no_code_in_src_writes_pydantic_private_state_or_an_instance_dict() -> None:
+    found = {str(p.relative_to(SRC)): w for p in SRC.rglob("*.py") if (w := _private_writes(p.read_text()))}
+    assert found == {}
+
+
+def test_the_private_state_scan_catches_each_form_of_write() -> None:
+    bad = '''
+m.__pydantic_fields_set__ = set()
+m.__pydantic_extra__["k"] = 1
+m.__dict__.update(x=1)
+object.__setattr__(m, "__pydantic_private__", {})
+setattr(m, "__dict__", {})
+'''
+    assert [n for _, n in _private_writes(bad)] == [
+        "__pydantic_fields_set__", "__pydantic_extra__", "__dict__.update", "__pydantic_private__", "__dict__",
+    ]
+
+
+def test_two_entries_of_one_shape_share_no_state() -> None:
+    """Entries of one shape used to share one fields-set object: setting a field on one changed the other."""
+    a = JournalEntry(kind="step", status="ok", scope="", key="k1")
+    b = JournalEntry(kind="step", status="ok", scope="", key="k2")
+    a.label = "mine"
+    assert b.label is None
+    assert "label" in a.model_dump(exclude_none=True) and "label" not in b.model_dump(exclude_none=True)
+    loaded = [JournalEntry.model_validate_json(x.model_dump_json()) for x in (a, b)]
+    loaded[1].phase = "p"
+    assert loaded[0].phase is None and loaded[0] == a
+
+
+def test_a_member_this_version_does_not_know_survives_a_load_and_a_dump() -> None:
+    text = JournalEntry(kind="step", scope="", key="k").model_dump_json()
+    newer = text[:-1] + ',"from_the_future":{"x":1}}'
+    back = JournalEntry.model_validate_json(newer)
+    assert '"from_the_future":{"x":1}' in back.model_dump_json()
+
+
+def test_abandoned_unwinds_past_a_workflow_s_except_exception() -> None:
+    assert issubclass(Abandoned, BaseException) and not issubclass(Abandoned, Exception)
+
+
+async def test_an_invalid_value_resolved_before_the_run_started_is_logged_and_the_suspension_stays_open(
+    tmp_path: Path,
+) -> None:
+    """It used to raise `ValidationError` inside a future nothing awaited (the log event was invalid)."""
+
+    @tether.workflow(name="wait-int")
+    async def wait_int(ctx: tether.Ctx) -> int:
+        return int(await ctx.await_external("n", schema=int))
+
+    engine = tether.Engine(store=f"sqlite:///{tmp_path}/t.db")
+    assert (await engine.run(wait_int, run_id="r")).status == "suspended"
+    handle = engine.start(wait_int, run_id="r")  # the run again: its suspension is in the journal
+    logged: list[Any] = []
+    handle.on("log", logged.append)
+    assert await handle.resolve_external("n", "not a number") is True  # queued: the segment has not started
+    out = await handle
+    assert out.status == "suspended" and out.pending == ["n"]
+    assert [(e.level, e.fields.get("key")) for e in logged] == [("error", "n")]
+
+    early = engine.start(wait_int, run_id="fresh")  # a fresh run: nothing waits for "n" yet
+    warned: list[Any] = []
+    early.on("log", warned.append)
+    await early.resolve_external("n", 1)
+    assert (await early).status == "suspended"
+    assert [(e.level, e.fields.get("key")) for e in warned] == [("warning", "n")]
+    assert await engine.resolve_external("r", "n", 7) is True
+    assert (await engine.resume("r", wait_int)).value == 7
+    await engine.close()
+
+
+class Verdict(BaseModel):
+    score: int
+
+
+async def test_a_replayed_annotated_step_builds_its_return_adapter_once_and_warns_when_it_no_longer_validates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tether.engine.return_types as return_types
+
+    built: list[object] = []
+    real = return_types.TypeAdapter
+
+    def counting(tp: Any) -> Any:
+        built.append(tp)
+        return real(tp)
+
+    monkeypatch.setattr(return_types, "TypeAdapter", counting)
+
+    stored: dict[str, Any] = {}
+
+    @tether.workflow(name="steps")
+    async def steps(ctx: tether.Ctx) -> list[int]:
+        stored["typed"] = [await ctx.step(f"t{i}", make_typed(i)) for i in range(3)]
+        return [v.score for v in stored["typed"]]
+
+    def make_typed(i: int) -> Any:
+        def typed() -> Verdict:
+            return Verdict(score=i)
+
+        return typed
+
+    engine = tether.Engine(store=f"sqlite:///{tmp_path}/t.db")
+    assert (await engine.run(steps, run_id="r")).status == "ok"
+    built.clear()  # the live run validated nothing; only replays build adapters
+    again = await engine.resume("r", steps)
+    assert again.status == "ok" and again.replay.hits == 3, again
+    assert all(isinstance(v, Verdict) for v in stored["typed"])  # replayed values come back as models
+    assert len(built) == 1  # one adapter for the three replays of `typed` (same code, same annotation)
+
+    def renamed() -> int:  # the annotation changed: a journaled Verdict is no int
+        return 0
+
+    @tether.workflow(name="changed")
+    async def changed(ctx: tether.Ctx) -> Any:
+        return await ctx.step("t0", renamed)
+
+    first = await engine.run(changed, run_id="c")
+    assert first.status == "ok"
+
+    @tether.workflow(name="changed")
+    async def changed_again(ctx: tether.Ctx) -> Any:
+        def renamed() -> Verdict:
+            return Verdict(score=1)
+
+        return await ctx.step("t0", renamed)
+
+    replayed = await engine.resume("c", changed_again)
+    assert replayed.status == "ok" and replayed.value == 0
+    assert any("no longer validates" in w for w in replayed.warnings), replayed.warnings
+    await engine.close()
+
+
+def test_the_durable_options_and_the_genesis_derive_from_run_options() -> None:
+    assert set(DURABLE_OPTIONS) == set(RunOptions.__annotations__) - {"deadline_s"}
+    from tether.engine.options import SegmentOptions, genesis_entry
+
+    genesis = genesis_entry(0.0, "wf", {}, SegmentOptions())
+    assert isinstance(genesis.value, dict)
+    assert set(DURABLE_OPTIONS) <= set(genesis.value)
+    assert set(AgentOptions.__annotations__) == AGENT_OPTION_NAMES
+
+
+async def test_an_unknown_run_or_agent_option_from_untyped_code_is_a_type_error(tmp_path: Path) -> None:
+    engine = tether.Engine(models=[FakeModel(script=[Reply(text="hi")])], store=f"sqlite:///{tmp_path}/t.db",
+                           routing={"loop": "fake:m"})
+    with pytest.raises(TypeError, match=r"budgt_usd.*tether\.RunOptions"):
+        engine.start(lambda ctx: asyncio.sleep(0), budgt_usd=1.0)  # type: ignore[call-arg,arg-type]
+
+    @tether.workflow(name="typo")
+    async def typo(ctx: tether.Ctx) -> str:
+        return await ctx.agent("hi", tol=[])  # type: ignore[call-overload]
+
+    out = await engine.run(typo, run_id="t")
+    assert out.status == "error" and isinstance(out.error, TypeError) and "tether.AgentOptions" in str(out.error)
+    ok = await engine.resume("t", typo, deadline_s=30.0)  # the per-segment option is a resume's own
+    assert ok.status == "error"
+    await engine.close()
