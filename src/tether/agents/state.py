@@ -46,8 +46,7 @@ class ToolBudgetState(Record):
 
 @dataclass(slots=True, kw_only=True)
 class LoopState(Record):
-    """Everything the loop needs to continue an invocation; mutated in place between checkpoints (a plain
-    slotted dataclass: the loop assigns a dozen fields a turn, and 10,000 agents in flight hold one each)."""
+    """Everything the loop needs to continue an invocation; mutated in place between checkpoints."""
 
     version: int = CHECKPOINT_VERSION
     messages: list[Message]
