@@ -41,7 +41,7 @@ from tether.engine.ctx import BranchOutcome, Ctx
 from tether.engine.engine import Engine
 from tether.engine.event_log import read_events
 from tether.engine.handle import RunHandle
-from tether.engine.options import AgentOptions, Containment, RunOptions
+from tether.engine.options import AgentOptions, Containment, ResumeOptions, RunOptions
 from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
 from tether.engine.workflow import Workflow, workflow
 from tether.journal.cost import CostReport
@@ -90,6 +90,7 @@ __all__ = [
     "PriceTable",
     "PricingError",
     "ReplayStats",
+    "ResumeOptions",
     "RunHandedBackError",
     "RunHandle",
     "RunNotFoundError",

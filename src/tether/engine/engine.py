@@ -25,7 +25,7 @@ from tether.engine.event_log import EventLog
 from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
 from tether.engine.lease import LeaseKeeper, request_cancel
-from tether.engine.options import RunOptions, SegmentOptions, segment_options
+from tether.engine.options import ResumeOptions, RunOptions, SegmentOptions, resume_options, segment_options
 from tether.engine.outcome import RunOutcome
 from tether.engine.profiles import AgentProfile
 from tether.engine.return_types import ReturnTypes
@@ -34,6 +34,7 @@ from tether.engine.services import RunServices
 from tether.engine.suspensions import pending_keys, suspension_key
 from tether.engine.tool_runner import ToolRunner
 from tether.engine.workflow import Workflow, as_workflow
+from tether.journal.chain import chained
 from tether.journal.cost import ORPHANS_SETTLED, CostReport, fold_cost
 from tether.journal.keys import SETTLE_KEY
 from tether.journal.matching import JournalIndex
@@ -296,25 +297,19 @@ class Engine:
         wf: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
         args: Mapping[str, Any] | None = None,
         *,
-        dry_run: bool = False,
-        invalidate: Sequence[int] = (),
-        raise_budget_usd: float | None = None,
-        raise_reason: str = "",
         event_log: str | os.PathLike[str] | None = None,
-        **options: Unpack[RunOptions],
+        **options: Unpack[ResumeOptions],
     ) -> RunOutcome:
         """Resume a run from its journal; completed calls replay with zero provider calls.
 
-        The run keeps the options it started with; the `options` given may only repeat them (`deadline_s`
-        is this segment's own). Two relax them, journaled as an operator's decision before the body runs
-        (with `raise_reason`): `raise_budget_usd` raises the USD ceiling (`budget-raised`; lowering is
-        refused) and `allow_unpriced=True` accepts unpriced models (`unpriced-allowed`). An unknown
-        `run_id` raises `RunNotFoundError`.
+        The run keeps the options it started with; the run options given may only repeat them
+        (`deadline_s` is this segment's own). `dry_run=True` is replay-strict and writes nothing;
+        `invalidate=[seq, ...]` runs those entries again. Two options relax the stored ones, journaled as
+        an operator's decision before the body runs (with `raise_reason`): `raise_budget_usd` raises the
+        USD ceiling (`budget-raised`; lowering is refused) and `allow_unpriced=True` accepts unpriced
+        models (`unpriced-allowed`). An unknown `run_id` raises `RunNotFoundError`.
         """
-        return await (await self.start_resume(
-            run_id, wf, args, dry_run=dry_run, invalidate=invalidate, raise_budget_usd=raise_budget_usd,
-            raise_reason=raise_reason, event_log=event_log, **options,
-        ))
+        return await (await self.start_resume(run_id, wf, args, event_log=event_log, **options))
 
     async def start_resume(
         self,
@@ -322,20 +317,11 @@ class Engine:
         wf: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
         args: Mapping[str, Any] | None = None,
         *,
-        dry_run: bool = False,
-        invalidate: Sequence[int] = (),
-        raise_budget_usd: float | None = None,
-        raise_reason: str = "",
         event_log: str | os.PathLike[str] | None = None,
-        **options: Unpack[RunOptions],
+        **options: Unpack[ResumeOptions],
     ) -> RunHandle:
         """`resume`, returning the run's handle once the workflow is found (for `tether.progress`)."""
-        if raise_budget_usd is not None and not raise_budget_usd > 0:
-            raise ConfigError(f"raise_budget_usd must be a positive USD amount, got {raise_budget_usd}")
-        opts = segment_options(
-            options, "resume()", dry_run=dry_run, invalidate=tuple(invalidate), resume=True,
-            raise_budget_usd=raise_budget_usd, raise_reason=raise_reason,
-        )
+        opts = resume_options(options)
         store = await self.store()
         meta = await store.get_meta(run_id)
         if wf is None:
@@ -410,12 +396,12 @@ class Engine:
                 f"run {run_id!r} already finished {status}; there is nothing to cancel", run_id=run_id, status=status
             )
         pending = pending_keys(index)
-        await store.append(run_id, JournalEntry(
+        await store.append(run_id, chained(entries, JournalEntry(
             seq=len(entries) + 1, kind="decision", key=SETTLE_KEY, ordinal=index.next_ordinal("", SETTLE_KEY),
             label="settle", started_at=self.clock(),
             value={"decision": "settle", "status": "cancelled", "value": None,
                    "error": {"type": "Cancelled", "message": reason}, "pending": pending},
-        ), lease)
+        )), lease)
         meta = await store.get_meta(run_id)
         if meta is not None:
             await store.put_meta(meta.model_copy(update={"status": "cancelled", "updated_at": self.clock()}), lease)
@@ -450,10 +436,10 @@ class Engine:
 
                 value = check_resolution(target, value, None, run_id=run_id)
             await run_queue.requeue_before_close(store, keeper.lease if keeper is not None else None)
-            closer = JournalEntry(
+            closer = chained(entries, JournalEntry(
                 seq=len(entries) + 1, kind=kind, ref=target.seq, scope=target.scope, key=target.key, value=value,
                 started_at=self.clock(),
-            )
+            ))
             await store.append(run_id, closer, keeper.lease if keeper is not None else None)
         return True
 
@@ -483,6 +469,7 @@ class Engine:
             if by is not None:
                 decision.value["by"] = by
             decision.seq = max((e.seq or 0 for e in entries), default=0) + 1
+            chained(entries, decision)
             await store.append(run_id, decision, keeper.lease if keeper is not None else None)
         return fold_cost([*entries, decision])
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Literal, TypedDict, cast, get_args
 
 from tether.agents.tool_budget import ToolBudget
+from tether.budget.tenant import Budget, check_budgets
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError
 from tether.journal.cost import BUDGET_RAISED, UNPRICED_ALLOWED, decision_name
@@ -63,6 +64,9 @@ class RunOptions(TypedDict, total=False):
     overshoot: Overshoot | None
     """`"hard"` (the default): spend plus every in-flight call's worst case never passes the ceiling;
     `"bounded"`: at most one clamped turn per concurrently running agent past it."""
+    budgets: Sequence[Budget] | None
+    """`tether.Budget`s across runs (a scope's USD per window, shared by every run and worker on the
+    PostgreSQL store); each call reserves its worst case on them before it leaves (docs/budgets.md)."""
     deadline_s: float | None
     """Wall-clock seconds this segment may run before it is cancelled (per segment, never stored)."""
 
@@ -115,6 +119,20 @@ def check_agent_options(options: Mapping[str, Any], what: str) -> None:
             )
 
 
+class ResumeOptions(RunOptions, total=False):
+    """What `engine.resume` and `start_resume` take: the run options (which may only repeat the stored
+    ones) and four of a resume's own."""
+
+    dry_run: bool
+    """Replay-strict: the first would-be-live call raises `JournalMissError`, and nothing is written."""
+    invalidate: Sequence[int]
+    """Entries (by seq) to run again."""
+    raise_budget_usd: float | None
+    """Raise the run's USD ceiling to this (journaled `budget-raised`; never lowered)."""
+    raise_reason: str
+    """Why (journaled with the raise, and with `allow_unpriced=True` turned on)."""
+
+
 PER_SEGMENT_OPTIONS = frozenset({"deadline_s"})
 RUN_OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
 DURABLE_OPTIONS: tuple[str, ...] = tuple(n for n in RUN_OPTION_NAMES if n not in PER_SEGMENT_OPTIONS)
@@ -131,6 +149,7 @@ class SegmentOptions:
     strict_pricing: bool | None = None
     allow_unpriced: bool | None = None
     overshoot: Overshoot | None = None
+    budgets: tuple[Budget, ...] | None = None
     deadline_s: float | None = None
     dry_run: bool = False
     invalidate: tuple[int, ...] = ()
@@ -162,9 +181,10 @@ def segment_options(options: Mapping[str, Any], what: str, **flags: Any) -> Segm
     """`options` checked (unknown names, types a typo would give) as a segment's options, with `flags`."""
     unknown = sorted(set(options) - set(RUN_OPTION_NAMES))
     if unknown:  # what Python raises for an unexpected keyword (mypy reports it before the code runs)
+        extra = f" (and {', '.join(RESUME_FLAGS)}: tether.ResumeOptions)" if flags.get("resume") else ""
         raise TypeError(
             f"{what} got an unexpected keyword argument {unknown[0]!r}; the run options are "
-            f"{', '.join(RUN_OPTION_NAMES)} (tether.RunOptions)"
+            f"{', '.join(RUN_OPTION_NAMES)} (tether.RunOptions){extra}"
         )
     budget = options.get("budget_usd")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget < 0):
@@ -175,7 +195,25 @@ def segment_options(options: Mapping[str, Any], what: str, **flags: Any) -> Segm
     mode = options.get("overshoot")
     if mode is not None and mode not in OVERSHOOT_MODES:
         raise ConfigError(f"overshoot must be one of {', '.join(map(repr, OVERSHOOT_MODES))}, got {mode!r}")
-    return SegmentOptions(**{k: v for k, v in options.items() if v is not None}, **flags)
+    given = {k: v for k, v in options.items() if v is not None}
+    if "budgets" in given:
+        given["budgets"] = check_budgets(given["budgets"])
+    return SegmentOptions(**given, **flags)
+
+
+RESUME_FLAGS: tuple[str, ...] = tuple(n for n in ResumeOptions.__annotations__ if n not in RUN_OPTION_NAMES)
+
+
+def resume_options(options: Mapping[str, Any]) -> SegmentOptions:
+    """`ResumeOptions` as a resuming segment's options (its own flags checked, the run options as `segment_options`)."""
+    raise_to = options.get("raise_budget_usd")
+    if raise_to is not None and not raise_to > 0:
+        raise ConfigError(f"raise_budget_usd must be a positive USD amount, got {raise_to}")
+    return segment_options(
+        {k: v for k, v in options.items() if k not in RESUME_FLAGS}, "resume()", resume=True,
+        dry_run=bool(options.get("dry_run", False)), invalidate=tuple(options.get("invalidate", ())),
+        raise_budget_usd=raise_to, raise_reason=str(options.get("raise_reason", "")),
+    )
 
 
 def genesis_of(entries: Iterable[JournalEntry]) -> JournalEntry | None:
@@ -198,12 +236,26 @@ def _stored_form(name: str, value: Any) -> Any:
         return bool(value)
     if name == "overshoot":
         return value or "hard"
+    if name == "budgets":
+        return [b.to_json() for b in value] if value else None
     return value
+
+
+def stored_options(opts: SegmentOptions) -> dict[str, Any]:
+    """The durable options given in `opts`, in the form a genesis stores them (JSON)."""
+    return {n: _stored_form(n, getattr(opts, n)) for n in DURABLE_OPTIONS if getattr(opts, n) is not None}
+
+
+def loaded_options(stored: Mapping[str, Any]) -> RunOptions:
+    """`stored_options` read back as run options."""
+    return cast(RunOptions, {n: _loaded_form(n, v) for n, v in stored.items() if n in DURABLE_OPTIONS})
 
 
 def _loaded_form(name: str, value: Any) -> Any:
     if name == "containment" and isinstance(value, dict):
         return Containment(**value)
+    if name == "budgets" and isinstance(value, list):
+        return tuple(Budget.from_json(b) for b in value) or None
     return value
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
@@ -46,6 +46,7 @@ from tether.journal.cost import (
     spent_under,
 )
 from tether.journal.keys import GENESIS_KEY, SETTLE_KEY, args_hash
+from tether.journal.lineage import kept_meta, settle_members
 from tether.journal.matching import JournalIndex
 from tether.tools.ledger import orphans
 
@@ -82,10 +83,16 @@ async def drive(
     opts: SegmentOptions,
 ) -> RunOutcome:
     """One segment: lease, then load (so the journal read is the head), fold, run the body, settle."""
+    with _run_span_closed(events):
+        return await _drive(services, await open_store(), handle, events, wf, args, opts)
+
+
+@contextlib.contextmanager
+def _run_span_closed(events: EventStream) -> Iterator[None]:
+    """A segment that started and then failed still ends its run span, with the error."""
     try:
-        return await _drive(services, open_store, handle, events, wf, args, opts)
+        yield
     except BaseException as exc:
-        # A segment that started and then failed still ends its run span, with the error.
         seen = events.events
         if any(isinstance(e, RunStart) for e in seen) and not any(isinstance(e, RunEnd) for e in seen):
             ended: RunStatus = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
@@ -96,15 +103,9 @@ async def drive(
 
 
 async def _drive(
-    services: RunServices,
-    open_store: StoreOpener,
-    handle: RunHandle,
-    events: EventStream,
-    wf: Workflow,
-    args: dict[str, Any] | None,
-    opts: SegmentOptions,
+    services: RunServices, store: JournalStore, handle: RunHandle, events: EventStream, wf: Workflow,
+    args: dict[str, Any] | None, opts: SegmentOptions,
 ) -> RunOutcome:
-    store = await open_store()
     run_id = handle.run_id
     keeper = None if opts.dry_run or not isinstance(store, LeasableStore) else LeaseKeeper(
         store, run_id, services.lease_ttl_s
@@ -158,6 +159,7 @@ async def _drive(
                 created_at=meta.created_at if meta else now,
                 updated_at=now,
                 segments=(meta.segments + 1) if meta else 1,
+                **kept_meta(meta),
             )
             await seg.journal.put_meta(live_meta)
         c = opts.containment
@@ -382,6 +384,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
                         "error": error_dict(error),
                         "pending": pending,
                         "dropped": _dropped_json(seg),
+                        **settle_members(seg.index),
                     },
                 )
             )
