@@ -25,8 +25,13 @@ def genai_provider(adapter_or_provider: str) -> str | None:
     return name if any(p.id == name for p in data.providers) else None
 
 
+WILDCARD = "*"
+"""`adapter:*` in a `PriceTable` prices every model of that adapter that has no row of its own."""
+
+
 class PriceTable:
-    """Price rows keyed by `adapter:model`; overrides win over the bundled genai-prices data."""
+    """Price rows keyed by `adapter:model` (or `adapter:*` for all of an adapter's models); rows given win over
+    the bundled genai-prices data, an exact row over a wildcard."""
 
     def __init__(self, rows: Mapping[str, Price] | None = None, *, bundled: bool = True) -> None:
         self._rows: dict[str, Price] = dict(rows or {})
@@ -48,6 +53,10 @@ class PriceTable:
         """The row for `adapter:model`, or None when nobody knows its price."""
         if ref in self._rows:
             return self._rows[ref]
+        adapter, _, _ = ref.partition(":")
+        wildcard = self._rows.get(f"{adapter}:{WILDCARD}")
+        if wildcard is not None:
+            return wildcard
         if not self._bundled:
             return None
         if ref not in self._cache:

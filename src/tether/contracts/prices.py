@@ -43,3 +43,18 @@ class Price(BaseModel):
             cache_write=cache_write,
             tiers=tuple(tiers),
         )
+
+    @classmethod
+    def free(cls) -> Price:
+        """The row of a model nobody bills (a local server): its calls cost 0 USD, journaled as priced.
+
+        A USD ceiling admits it (only an unpriced model is refused there); token ceilings still bound it.
+        """
+        return cls(input=0.0, output=0.0)
+
+    @property
+    def is_free(self) -> bool:
+        """Every rate is zero, tiers included: no call of this model can spend."""
+        rates = [self.input, self.output, self.cache_read or 0.0, self.cache_write or 0.0]
+        rates += [r or 0.0 for t in self.tiers for r in (t.input, t.output, t.cache_read, t.cache_write)]
+        return not any(rates)

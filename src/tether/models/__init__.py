@@ -88,15 +88,17 @@ def openai_compatible(
     client: openai_sdk.AsyncOpenAI | None = None,
     model_caps: CapsOverride = None,
     price_provider: str | None = None,
+    local: bool = False,
 ) -> OpenAICompatibleModel:
     """A Chat Completions adapter for Ollama, vLLM and gateways, over the official `openai` SDK.
 
-    No key is required (local servers need none); `price_provider` names the genai-prices provider.
+    No key is required (local servers need none); `price_provider` names the genai-prices provider;
+    `local=True` prices a server with no bill at 0 USD (`Price.free()`), so a USD ceiling accepts it.
     """
     module = _adapter_module("tether.models.openai_chat", "openai", "openai", "openai_compatible")
     model: OpenAICompatibleModel = module.OpenAICompatibleModel(
         id=id, base_url=base_url, api_key=api_key, client=client, model_caps=model_caps,
-        price_provider=price_provider,
+        price_provider=price_provider, local=local,
     )
     return model
 

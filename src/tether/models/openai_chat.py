@@ -8,11 +8,14 @@ from typing import Any
 
 import openai
 
+from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ChatRequest, Message, ToolCallPart, ToolResultPart
+from tether.contracts.prices import Price
 from tether.contracts.stream import (
     ChatEvent,
     Finish,
     FinishReason,
+    ModelCaps,
     StreamError,
     TextDelta,
 )
@@ -26,6 +29,7 @@ _FINISH: dict[str, FinishReason] = {
     "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
+_FREE = Price.free()
 # Servers behind this adapter vary widely: assume little (prompted JSON, small windows).
 DEFAULT_TRAITS = Traits(max_output_tokens=4_096, structured_output="prompt", context_window=32_768)
 
@@ -94,16 +98,37 @@ class OpenAICompatibleModel(SdkAdapter[openai.AsyncOpenAI]):
         client: openai.AsyncOpenAI | None = None,
         model_caps: CapsOverride = None,
         price_provider: str | None = None,
+        local: bool = False,
     ) -> None:
         """`price_provider` names the genai-prices provider whose rows price this server's models
-        (e.g. "groq", "openrouter"); by default the adapter id is tried as one."""
+        (e.g. "groq", "openrouter"); by default the adapter id is tried as one. `local=True` says the server
+        sends no bill (Ollama, vLLM, llama.cpp on your own hardware): every model it serves is priced
+        `Price.free()`, unless `model_caps` gives a model a price of its own."""
+        if local and price_provider is not None:
+            raise ConfigError(
+                f"openai_compatible({id!r}): local=True prices every model at 0 USD, price_provider="
+                f"{price_provider!r} prices them from genai-prices; pass one of the two.",
+                adapter=id,
+            )
         # Without `api_key` a placeholder is sent: the SDK would otherwise forward OPENAI_API_KEY.
         super().__init__(api_key=api_key or "unused", base_url=base_url, client=client, model_caps=model_caps)
         self.id = id
-        self.prices_provider = price_provider or id
+        self.local = local
+        self.prices_provider = None if local else price_provider or id
 
     def traits(self, model: str) -> Traits:
         return DEFAULT_TRAITS
+
+    def caps(self, model: str) -> ModelCaps:
+        caps = super().caps(model)
+        if self.local and caps.price != _FREE and not self._priced_by_override(model):
+            caps = self._caps[model] = caps.model_copy(update={"price": _FREE})
+        return caps
+
+    def _priced_by_override(self, model: str) -> bool:
+        override = self._overrides
+        given = override if isinstance(override, ModelCaps) else (override or {}).get(model)
+        return given is not None and given.price is not None
 
     def build_request(self, request: ChatRequest) -> dict[str, Any]:
         """The Chat Completions body for `request` (without `stream`)."""
