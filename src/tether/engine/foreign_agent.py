@@ -1,0 +1,389 @@
+"""Foreign agent loops: an agent invocation whose loop another framework drives, through tether's layers.
+
+`foreign_agent(ctx, drive, prompt, ...)` runs the invocation as `ctx.agent` runs its own: the same identity
+and matching (a completed one is served from its terminal), admission, containment, the two-phase entry,
+checkpoints and terminal; only the loop is `drive(session)`, which asks `ForeignSession` for every model
+turn and every tool call (`tether.integrations.pydantic_ai` drives pydantic-ai's agent graph this way):
+
+- `model_turn(history, ...)` serves the reply from the checkpoint when `history` is a prefix of the
+  transcript an earlier segment checkpointed (never paid twice); otherwise `Dispatcher` runs the turn
+  (the per-turn guard, output clamp, exposure, dispatch record, live meter and stream cut, retries and
+  failover) and the reply is checkpointed before it is handed back.
+- `run_tool(...)` dispatches through the effect ledger (intent and outcome rows; an orphan of an
+  idempotent tool runs again with the same key, any other is reported unknown); `record_tool` checkpoints
+  the result, so `recorded_tool` serves it on resume instead of running the tool again.
+
+The checkpoint's `messages` hold the conversation (the last history and its reply; each reply carries
+its usage in a `tether:foreign` raw part that no provider is sent), and its `pending.results` every tool
+result, by call id, as the canonical JSON of a `Recorded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from tether.agents.dispatch import Dispatcher, budget_error
+from tether.agents.host import AgentSpec, OutputSpec
+from tether.agents.loop import end_event
+from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
+from tether.contracts.errors import BudgetExhaustedError, TetherError
+from tether.contracts.events import AgentFailed, AgentStart, ToolEnd, ToolStart
+from tether.contracts.messages import Message, RawPart, ToolResultPart, ToolSpec
+from tether.contracts.results import AgentError, AgentResult, AgentStatus
+from tether.contracts.signal import Signal
+from tether.contracts.stream import FinishReason
+from tether.contracts.usage import Usage
+from tether.engine.agent_call import AgentCall
+from tether.journal.canonical import canonical_json, to_jsonable
+from tether.tools.definition import Tool
+
+if TYPE_CHECKING:
+    from tether.budget.hooks import AccountHooks
+    from tether.contracts.entries import JournalEntry
+    from tether.engine.ctx import Ctx
+    from tether.engine.frame import Frame
+    from tether.engine.loop_host import EngineLoopHost
+
+META_FAMILY = "tether:foreign"
+"""The raw-part family of a reply's journaled usage: kept in the transcript, sent to no provider."""
+
+Drive = Callable[["ForeignSession"], Awaitable[AgentResult]]
+"""A foreign loop: runs the invocation to its `AgentResult` (build it with `session.result(...)`)."""
+
+
+class TurnStopped(Exception):
+    """The invocation stops at this turn: a budget refusal or cut, cancellation, or a provider error."""
+
+    def __init__(self, status: AgentStatus, error: AgentError | None, reason: str) -> None:
+        super().__init__(error.message if error is not None else status)
+        self.status, self.error, self.reason = status, error, reason
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One model turn as the foreign loop sees it: the reply (engine-minted call ids) and what it used."""
+
+    message: Message
+    """The assistant reply, its `tether:foreign` part included (hand it back unchanged in later histories)."""
+    usage: Usage
+    finish_reason: FinishReason | None
+    served_by: str | None
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A tool call's journaled result: its JSON `value`, a `retry` or `failed` message for the model, or
+    `unknown` (an interrupted call of a tool that is not idempotent, not run again)."""
+
+    kind: Literal["value", "retry", "failed", "unknown"]
+    value: Any = None
+    message: str = ""
+
+    def dump(self) -> str:
+        # Key order kept (not canonical JSON): a replayed value must serialize for the model as the live one did.
+        return json.dumps({"kind": self.kind, "value": self.value, "message": self.message}, separators=(",", ":"))
+
+    @classmethod
+    def load(cls, text: str) -> Recorded:
+        data = json.loads(text)
+        return cls(kind=data["kind"], value=data.get("value"), message=str(data.get("message") or ""))
+
+
+@dataclass
+class _Invoked:
+    called: bool = False
+
+
+class ForeignSession:
+    """What a foreign loop may ask of the engine for one invocation (see the module docstring)."""
+
+    def __init__(
+        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, state: LoopState, signal: Signal | None,
+        *, restored: bool,
+    ) -> None:
+        self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
+        if state.pending is None:
+            state.pending = PendingBatch(turn=0, calls=[], first_ordinal=0)
+        self._transcript = list(state.messages) if restored else []
+        """What an earlier segment checkpointed: served until the first turn that is not in it."""
+        self._results = dict(state.pending.results) if restored else {}
+        self._ordinals: dict[str, int] = {}
+        self._next_ordinal = 0
+        self._saving = asyncio.Lock()
+        self.max_turns: int | None = None
+        """Turns allowed before the invocation settles `limit` (None: the driving framework's own limits)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.host.run_id
+
+    # -- model turns ---------------------------------------------------------------------------
+    async def model_turn(
+        self, history: Sequence[Message], *, system: str | None, tools: Sequence[ToolSpec], tool_choice: str = "auto",
+        output: OutputSpec | None = None, max_output_tokens: int | None = None,
+    ) -> Turn:
+        """The reply to `history`: from the checkpoint when an earlier segment paid for it, else live."""
+        served = self._replayed_turn(history)
+        if served is not None:
+            return served
+        self._transcript, self._results = [], {}  # past the journal: everything from here on is live
+        self._guard()
+        state = self.state
+        spec = replace(
+            self.spec, system=system, tools=[_spec_tool(t) for t in tools], output=output,
+            tool_choice=None if tool_choice == "auto" else tool_choice,
+            max_output_tokens=_lower(self.spec.max_output_tokens, max_output_tokens),
+        )
+        state.messages = _extend(state.messages, history)
+        before, calls_before = state.usage, state.provider_calls
+        turn = await Dispatcher(spec, self.host, self.hooks, state, self.signal).turn("loop")
+        if state.provider_calls > calls_before:
+            state.turns += 1
+            state.finish_reason = turn.finish_reason
+        if turn.status != "ok" or turn.message is None:
+            raise TurnStopped(turn.status, turn.error, turn.status)
+        if turn.finish_reason == "max_tokens" and turn.budget_clamped:
+            message = (f"the reply was cut at {turn.output_limit} output tokens, the most the remaining budget "
+                       "allows")
+            raise TurnStopped("limit", AgentError(kind="budget", message=message, stage="loop"), "max-tokens")
+        usage = state.usage.minus(before)
+        meta = {"usage": to_jsonable(usage), "finish_reason": turn.finish_reason, "served_by": state.served_by}
+        reply = Message(role="assistant", parts=(*turn.message.parts, RawPart(family=META_FAMILY, data=meta)))
+        state.messages.append(reply)
+        self._number(reply)
+        await self._checkpoint()
+        return Turn(reply, usage, turn.finish_reason, state.served_by, replayed=False)
+
+    def _replayed_turn(self, history: Sequence[Message]) -> Turn | None:
+        journaled, n = self._transcript, len(history)
+        if n >= len(journaled) or journaled[n].role != "assistant" or journaled[:n] != list(history):
+            return None
+        reply = journaled[n]
+        self._number(reply)
+        meta = next((p.data for p in reply.parts if isinstance(p, RawPart) and p.family == META_FAMILY), {})
+        usage = Usage.model_validate(meta.get("usage") or {})
+        finish = cast("FinishReason | None", meta.get("finish_reason"))
+        return Turn(reply, usage, finish, meta.get("served_by"), replayed=True)
+
+    def _guard(self) -> None:
+        """Layer 2 before a turn (as the native loop's guard), and `max_turns` when set."""
+        try:
+            self.hooks.before_turn()
+        except BudgetExhaustedError as exc:
+            raise TurnStopped("error", budget_error(exc, "loop"), "budget") from None
+        fired = self.hooks.signal
+        if fired is not None and fired.aborted:
+            raise TurnStopped("cancelled", AgentError(kind="budget", message=f"{fired.reason}", stage="loop"), "budget")
+        if self.signal is not None and self.signal.aborted:
+            raise TurnStopped("cancelled", None, "cancelled")
+        if self.max_turns is not None and self.state.turns >= self.max_turns:
+            error = AgentError(kind="terminal", message=f"max_turns={self.max_turns} model turns reached")
+            raise TurnStopped("limit", error, "max-turns")
+
+    def _number(self, reply: Message) -> None:
+        """Ordinals for the reply's tool calls, in the order the model made them (stable across resumes)."""
+        for call in reply.tool_calls:
+            if call.id not in self._ordinals:
+                self._ordinals[call.id] = self._next_ordinal
+                self._next_ordinal += 1
+
+    # -- tool calls ----------------------------------------------------------------------------
+    def recorded_tool(self, call_id: str) -> Recorded | None:
+        """The result an earlier segment checkpointed for this call (None: run it)."""
+        part = self._results.get(call_id)
+        return Recorded.load(part.content) if part is not None else None
+
+    async def run_tool(
+        self, call_id: str, name: str, args: dict[str, Any], run: Callable[[str], Awaitable[Any]], *,
+        idempotent: bool = False,
+    ) -> Any:
+        """Dispatch one call through the effect ledger; `run(idempotency_key)` performs it.
+
+        Returns what `run` returned, or a `Recorded("unknown")` when the call is an orphan that is not run
+        again. Exceptions from `run` propagate (the ledger has its `error` outcome row by then).
+        """
+        invoked = _Invoked()
+
+        async def perform(idempotency_key: str = "", **_: Any) -> Any:
+            invoked.called = True
+            return await run(idempotency_key)
+
+        ordinal = self._ordinal(call_id)
+        tool = Tool(name, "", {"type": "object"}, perform, idempotent=idempotent)
+        self.host.emit(ToolStart(tool=name, call_id=call_id, ordinal=ordinal, args=_json_args(args)))
+        value = await self.host.execute_tool(tool, args, call_id=call_id, ordinal=ordinal)
+        if not invoked.called:
+            return Recorded("unknown", message=str(value))
+        return value
+
+    async def record_tool(self, call_id: str, name: str, recorded: Recorded) -> None:
+        """Checkpoint a call's result (before the driving framework sees it), and say how it ended."""
+        pending = self.state.pending
+        assert pending is not None
+        is_error = recorded.kind != "value"
+        pending.results[call_id] = ToolResultPart(call_id=call_id, name=name, content=recorded.dump(),
+                                                  is_error=is_error)
+        if recorded.kind != "unknown":
+            self.state.tool_calls += 1
+        result = recorded.message if is_error else _summary(recorded.value)
+        self.host.emit(ToolEnd(tool=name, call_id=call_id, ordinal=self._ordinals.get(call_id), is_error=is_error,
+                               executed=recorded.kind != "unknown", outcome="ok" if not is_error else "error",
+                               result=result[:1_000]))
+        await self._checkpoint()
+
+    def _ordinal(self, call_id: str) -> int:
+        if call_id not in self._ordinals:  # a call the model did not make in this run (e.g. from a history)
+            self._ordinals[call_id] = self._next_ordinal
+            self._next_ordinal += 1
+        return self._ordinals[call_id]
+
+    # -- settling ------------------------------------------------------------------------------
+    def result(
+        self, status: AgentStatus, *, output: Any = None, error: AgentError | None = None,
+        artifacts: dict[str, str] | None = None,
+    ) -> AgentResult:
+        state = self.state
+        return AgentResult(
+            status=status, output=output, usage=state.usage, usage_by_model=dict(state.usage_by_model),
+            turns=state.turns, served_by=state.served_by, finish_reason=state.finish_reason, error=error,
+            artifacts=artifacts or {},
+        )
+
+    async def _checkpoint(self) -> None:
+        async with self._saving:  # tools of one turn may finish together: one checkpoint at a time
+            await self.host.save_checkpoint(self.state)
+
+
+async def run_foreign(
+    spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, signal: Signal | None, drive: Drive,
+    max_turns: int | None = None,
+) -> AgentResult:
+    """The foreign loop of one invocation, from its checkpoint when an earlier segment left one."""
+    restored = await host.load_checkpoint()
+    if restored is not None and restored.version != CHECKPOINT_VERSION:
+        restored = None  # a checkpoint this version cannot read is never trusted: start over
+    state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening)
+    host.emit(AgentStart(label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
+                         resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000]))
+    session = ForeignSession(spec, host, hooks, state, signal, restored=restored is not None)
+    session.max_turns = max_turns
+    reason: str | None = None
+    try:
+        result = await drive(session)
+    except Exception as exc:
+        stop = find_stop(exc)
+        if stop is None:
+            raise
+        result, reason = session.result(stop.status, error=stop.error), stop.reason
+    if result.error is not None:
+        host.emit(AgentFailed(status=result.status, error=result.error))
+    host.emit(end_event(result, reason=reason or result.status, provider_calls=state.provider_calls))
+    return result
+
+
+def find_stop(exc: BaseException) -> TurnStopped | None:
+    """The `TurnStopped` behind `exc`: itself, inside an exception group, or the cause it was raised from."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, TurnStopped):
+            return e
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+    return None
+
+
+class ForeignAgentCall(AgentCall):
+    """`AgentCall` with its loop replaced by a foreign `drive` (one instance per invocation)."""
+
+    def __init__(self, base: AgentCall, drive: Drive, max_turns: int | None) -> None:
+        super().__init__(base.seg)
+        self._drive, self._max_turns = drive, max_turns
+        self._replay_facts = base._replay_facts
+        if getattr(base, "ctx", None) is not None:  # an AgentCall that still hands its ctx to the loop host
+            self.ctx = getattr(base, "ctx")  # noqa: B009 - the attribute is gone from AgentCall after the split
+
+    # AgentCall._start hands the loop to `_run_isolated` whenever it is given a worktree: the foreign loop takes
+    # that seam (no worktree is made, since `_run_isolated` is replaced). With a loop hook on AgentCall
+    # (`self._run_loop(spec, host, hooks)` where `_start` now calls `run_agent`) both overrides become one.
+    async def _start(
+        self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hooks: AccountHooks, k: str,
+        role: str, model: str, worktree: str | None = None,
+    ) -> tuple[AgentResult, JournalEntry]:
+        return await super()._start(frame, running, spec, hooks, k, role, model, _FOREIGN)
+
+    async def _run_isolated(self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str) -> AgentResult:
+        return await run_foreign(spec, host, hooks, self.seg.cancel, self._drive, self._max_turns)
+
+
+_FOREIGN = "<foreign loop>"
+
+
+async def foreign_agent(
+    ctx: Ctx, drive: Drive, prompt: str, *, max_turns: int | None = None, **options: Any
+) -> AgentResult:
+    """Run `drive` as one agent invocation of `ctx`'s run; `options` are `ctx.agent`'s (`full` is implied).
+
+    Returns the `AgentResult` (live, or restored from the terminal on replay); budget refusals and cuts raise
+    `BudgetExhaustedError` as they do for `ctx.agent`.
+    """
+    base = ctx._agents
+    call = ForeignAgentCall(base, drive, max_turns)
+    try:
+        result = await call.call(prompt, full=True, **options)
+    finally:
+        base._replay_facts = base._replay_facts or call._replay_facts
+    if not isinstance(result, AgentResult):  # pragma: no cover - `full=True` always gives one
+        raise TetherError("a foreign agent call returned no AgentResult")
+    return result
+
+
+def _extend(transcript: list[Message], history: Sequence[Message]) -> list[Message]:
+    """`history`, reusing the transcript's own message objects for the prefix they share (so a checkpoint
+    writes only what is new)."""
+    shared = 0
+    for mine, theirs in zip(transcript, history, strict=False):
+        if mine is not theirs and mine != theirs:
+            break
+        shared += 1
+    return [*transcript[:shared], *history[shared:]]
+
+
+def _lower(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _spec_tool(spec: ToolSpec) -> Tool:
+    """A request-only `Tool` (what the model sees); foreign tools run through `run_tool`, never through it."""
+    return Tool(spec.name, spec.description, spec.parameters, _never)
+
+
+def _never(**_: Any) -> Any:  # pragma: no cover - a request-only tool is never executed
+    raise TetherError("a foreign agent's tools run through ForeignSession.run_tool")
+
+
+def _json_args(args: dict[str, Any]) -> dict[str, Any]:
+    try:
+        data = to_jsonable(args)
+    except TetherError:
+        return {k: str(v) for k, v in args.items()}
+    return data if isinstance(data, dict) else {}
+
+
+def _summary(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return canonical_json(value).decode()
+    except TetherError:
+        return str(value)
