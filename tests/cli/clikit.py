@@ -39,6 +39,12 @@ def save_note(text: str) -> str:
     return f"saved: {text}"
 
 
+@tether.tool
+def count_repository_contributors(repository: str) -> int:
+    """Count a repository's contributors (a long tool name: narrow terminals must show it whole)."""
+    return 40
+
+
 def answer(request):
     prompt = request.messages[0].text_content
     called = any(m.role == "tool" for m in request.messages)
@@ -46,6 +52,9 @@ def answer(request):
         return Reply(tool_calls=[ToolCall("shout", {"text": "yes"})], input_tokens=100, output_tokens=10)
     if request.tools and any(t.name == "save_note" for t in request.tools) and not called:
         return Reply(tool_calls=[ToolCall("save_note", {"text": "buy milk"})], input_tokens=100, output_tokens=10)
+    if request.tools and any(t.name == "count_repository_contributors" for t in request.tools) and not called:
+        return Reply(tool_calls=[ToolCall("count_repository_contributors", {"repository": "tether"})],
+                     input_tokens=100, output_tokens=10)
     if called and "Note" in prompt:
         return Reply(text=f"tool said: {request.messages[-1].text_content}", input_tokens=100, output_tokens=10)
     if "Score" in prompt:
@@ -72,6 +81,12 @@ async def approve(ctx: tether.Ctx) -> object:
 @tether.workflow
 async def note(ctx: tether.Ctx) -> str:
     return await ctx.agent("Note it down", tools=[save_note], label="note")
+
+
+@tether.workflow
+async def survey(ctx: tether.Ctx) -> str:
+    return await ctx.agent("Survey the contributors", tools=[count_repository_contributors],
+                           label="survey-of-repository-contributors")
 
 
 @tether.workflow
@@ -105,7 +120,7 @@ async def slow(ctx: tether.Ctx) -> str:
 
 engine = tether.Engine(
     models=[fake], routing={"loop": "fake:m"}, store=os.environ.get("FLOWS_STORE", "memory://"),
-    workflows=[panel, approve, note, pick, items, boom, spend, slow],
+    workflows=[panel, approve, note, survey, pick, items, boom, spend, slow],
     lease_ttl_s=float(os.environ.get("FLOWS_LEASE_TTL_S", "60")),
 )
 '''

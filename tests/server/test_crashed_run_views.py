@@ -76,6 +76,13 @@ def test_cost_tree_inspect_the_inspector_and_the_span_agree_on_a_crashed_run(
     cut = re.findall(r"\+ (\d+\.\d{6}) orphaned: (\d) cut", tree)
     assert sum(float(u) for u, _ in cut) == pytest.approx(orphaned) and sum(int(n) for _, n in cut) == 2
 
+    # tether runs: spent and orphaned apart, next to the ceiling, from the same fold
+    (listed,) = json.loads(cli("runs", "--store", store, "--json", env=env).stdout)
+    assert (listed["spent_usd"], listed["orphaned_usd"], listed["total_usd"]) == (spent, orphaned, total)
+    assert listed["budget_usd"] == 0.2
+    (row,) = [line for line in cli("runs", "--store", store, env=env).stdout.splitlines() if "│ r " in line]
+    assert [f"{spent:.6f}", f"{orphaned:.6f}", "0.20"] == re.findall(r"\d+\.\d+", row)
+
     # tether inspect: the two dispatch records the crash cut off are marked
     inspect = cli("inspect", "r", "--store", store, env=env).stdout
     assert inspect.count("(cut: charged at its worst case)") == 2

@@ -8,14 +8,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from tether.cli.cost_view import orphan_line, total_phrase
 from tether.cli.resolutions import check_value, find_open
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
-from tether.contracts.entries import JournalEntry
+from tether.cli.tables import Column, WideOpt, fit, print_fitted
+from tether.contracts.entries import JournalEntry, RunMeta
 from tether.engine.engine import Engine
-from tether.journal.cost import agent_spend, dispatch_value
+from tether.journal.cost import CostReport, agent_spend, dispatch_value
 
 
 def register(app: typer.Typer) -> None:
@@ -30,43 +30,62 @@ def runs(
         str | None, typer.Option("--status", help="Only runs in this status (queued, running, suspended, ok, ...).")
     ] = None,
     store: StoreOpt = None,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """List the store's runs, newest first."""
-    metas = read_store(store, lambda e: e.runs(limit, status=status))
+    """List the store's runs, newest first, with what each spent against its ceiling."""
+
+    async def listing(engine: Engine) -> list[tuple[RunMeta, CostReport]]:
+        metas = await engine.runs(limit, status=status)
+        return [(m, await engine.cost(m.run_id)) for m in metas]
+
+    found = read_store(store, listing)
     if json_out:
-        emit_json([m.model_dump(mode="json", exclude={"args"}) for m in metas])
+        emit_json([{**m.model_dump(mode="json", exclude={"args"}), **_spend(m, c)} for m, c in found])
         return
-    table = Table("run id", "workflow", "status", "budget", "segments")
-    for m in metas:
-        budget = "-" if m.budget_usd is None else f"{m.budget_usd:.2f}"
-        table.add_row(esc(m.run_id), esc(m.workflow), esc(m.status), budget, str(m.segments))
-    console().print(table)
+    orphans = any(c.orphaned_usd or c.orphaned_calls for _, c in found)
+    columns = [Column("run id"), Column("workflow", drop=2), Column("status"), Column("spent", justify="right"),
+               *([Column("orphaned", justify="right")] if orphans else []), Column("budget", justify="right"),
+               Column("segments", drop=1, justify="right")]
+    rows = []
+    for m, c in found:
+        budget = _spend(m, c)["budget_usd"]
+        rows.append([esc(m.run_id), esc(m.workflow), esc(m.status), f"{c.spent_usd:.6f}",
+                     *([f"{c.orphaned_usd:.6f}" if c.orphaned_usd else ""] if orphans else []),
+                     "-" if budget is None else f"{budget:.2f}", str(m.segments)])
+    con = console()
+    print_fitted(con, fit(con, columns, rows, wide=wide))
+    if orphans:
+        con.print("[dim]orphaned: calls a crash cut off, at their worst case; spent + orphaned counts against the "
+                  "budget (tether cost RUN_ID itemizes it)[/dim]")
 
 
-def inspect(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+def _spend(meta: RunMeta, report: CostReport) -> dict[str, float | None]:
+    """A run's figures from the cost fold `tether cost` prints (same names), and its ceiling as it stands now."""
+    ceiling = report.ceiling_usd if report.ceiling_usd is not None else meta.budget_usd
+    return {"budget_usd": ceiling, "spent_usd": report.spent_usd, "orphaned_usd": report.orphaned_usd,
+            "total_usd": report.total_usd}
+
+
+def inspect(run_id: str, store: StoreOpt = None, wide: WideOpt = False, json_out: JsonOpt = False) -> None:
     """RUN_ID's journal, one row per entry (a dispatch a crash cut off is marked `cut`)."""
     entries = read_store(store, lambda e: e.inspect(run_id))
     if json_out:
         emit_json([e.to_json_dict() for e in entries])
         return
     cut = {seq for spend in agent_spend(entries) for seq in spend.cut_seqs}
-    table = Table("seq", "ref", "kind", "status", "scope", "label", "key", "cost", title=f"journal of {esc(run_id)}")
+    columns = [Column("seq", justify="right"), Column("ref", drop=2, justify="right"), Column("kind"),
+               Column("status"), Column("scope", drop=3), Column("label"), Column("key", drop=1),
+               Column("cost", justify="right")]
+    rows = []
     for e in entries:
         label = esc(e.label or "")
         if e.seq in cut:
             label += " [yellow](cut: charged at its worst case)[/yellow]"
-        table.add_row(
-            str(e.seq),
-            "" if e.ref is None else str(e.ref),
-            e.kind,
-            esc(e.status or ""),
-            esc(e.scope),
-            label,
-            e.key[:10],
-            _entry_cost(e),
-        )
-    console().print(table)
+        rows.append([str(e.seq), "" if e.ref is None else str(e.ref), e.kind, esc(e.status or ""), esc(e.scope),
+                     label, e.key[:10], _entry_cost(e)])
+    con = console()
+    print_fitted(con, fit(con, columns, rows, title=f"journal of {esc(run_id)}", wide=wide))
 
 
 def _entry_cost(e: JournalEntry) -> str:
@@ -105,25 +124,27 @@ def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
         )
 
 
-def ledger(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+def ledger(run_id: str, store: StoreOpt = None, wide: WideOpt = False, json_out: JsonOpt = False) -> None:
     """RUN_ID's tool effect ledger: one row per dispatch attempt (orphans have no outcome)."""
-    rows = read_store(store, lambda e: e.effect_ledger(run_id))
+    records = read_store(store, lambda e: e.effect_ledger(run_id))
     if json_out:
-        emit_json([r.model_dump(mode="json") for r in rows])
+        emit_json([r.model_dump(mode="json") for r in records])
         return
-    table = Table("attempt", "tool", "executor", "outcome", "exit", "signal", "ms", "args sha256")
-    for r in rows:
-        table.add_row(
-            esc(r.attempt_id[:12]),
+    columns = [Column("attempt"), Column("tool"), Column("executor", drop=3), Column("outcome"),
+               Column("exit", justify="right"), Column("ms", drop=2, justify="right"), Column("args sha256", drop=1)]
+    rows = []
+    for r in records:
+        rows.append([
+            esc(r.attempt_id),
             esc(r.tool),
             esc(r.executor),
             esc(r.outcome) if r.outcome else "[yellow]orphan[/yellow]",
-            "" if r.exit_code is None else str(r.exit_code),
-            esc(r.signal or ""),
+            esc(r.signal) if r.signal else ("" if r.exit_code is None else str(r.exit_code)),
             "" if r.duration_ms is None else f"{r.duration_ms:.0f}",
             r.args_hash[:12],
-        )
-    console().print(table)
+        ])
+    con = console()
+    print_fitted(con, fit(con, columns, rows, wide=wide))
 
 
 def resolve(

@@ -112,6 +112,12 @@ def existing_store(url: str) -> str:
         )
     if scheme == "sqlite" and sep:
         path = rest[1:] if rest.startswith("/") else rest
+        if path and path != ":memory:" and Path(path).is_dir():
+            raise ConfigError(
+                f"no store at {url}: {os.path.abspath(path)} is a directory, not a SQLite file. Pass --store with "
+                f"the URL the runs were written to (sqlite:///path/to/tether.db).",
+                url=url,
+            )
         if path and path != ":memory:" and not Path(path).is_file():
             raise ConfigError(
                 f"no store at {url} (the file {os.path.abspath(path)} does not exist; nothing was created). "

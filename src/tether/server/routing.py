@@ -21,6 +21,7 @@ from tether.contracts.errors import (
     LeaseHeldError,
     NonSerializableValueError,
     RunNotFoundError,
+    StoreUnavailableError,
     TetherError,
 )
 from tether.journal.canonical import to_jsonable
@@ -53,6 +54,7 @@ _STATUS_OF: tuple[tuple[type[TetherError], int], ...] = (
     (JournalSealedError, 409),
     (JournalCompatibilityError, 409),
     (NonSerializableValueError, 422),
+    (StoreUnavailableError, 503),
     (ConfigError, 400),
 )
 
