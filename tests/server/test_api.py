@@ -434,7 +434,8 @@ def test_cancel_stops_a_run_driven_here_and_refuses_settled_ones(tmp_path: Path,
                                    "args": {"question": "q", "gates": str(tmp_path)}})
     wait_for(lambda: client.get("/api/runs/c-1/tree").json()["agents"], what="an agent to start")
     r = client.post("/api/runs/c-1/cancel", json={"reason": "enough"})
-    assert r.status_code == 202 and r.json() == {"run_id": "c-1", "cancelled": True, "reason": "enough"}
+    assert r.status_code == 202 and r.json() == {"run_id": "c-1", "cancelled": True, "reason": "enough",
+                                                 "status": "running"}
     wait_for(lambda: run_status(client, "c-1") == "cancelled", what="the run to settle cancelled")
     assert client.get("/api/runs/c-1").json()["outcome"]["error"]["message"] == "enough"
     again = client.post("/api/runs/c-1/cancel", json={})
@@ -474,7 +475,8 @@ def test_cancelling_a_suspended_run_settles_it_cancelled_as_tether_cancel_does(
     asyncio.run(park())
     client = serve()
     r = client.post("/api/runs/s-api/cancel", json={"reason": "not needed"})
-    assert r.status_code == 202 and r.json() == {"run_id": "s-api", "cancelled": True, "reason": "not needed"}
+    assert r.status_code == 202 and r.json() == {"run_id": "s-api", "cancelled": True, "reason": "not needed",
+                                                 "status": "cancelled"}
     assert run_status(client, "s-api") == "cancelled"
     assert client.get("/api/runs/s-api").json()["outcome"]["error"]["message"] == "not needed"
     cli = _tether_cli("cancel", "s-cli", "--store", store_url, "--reason", "not needed", "--json", cwd=tmp_path)
@@ -519,7 +521,8 @@ def test_cancelling_a_run_another_process_drives_requests_it_and_that_driver_set
         wait_for(lambda: client.get("/api/runs/far").status_code == 200 and run_status(client, "far") == "running",
                  timeout=60, what="the other process to start the run")
         r = client.post("/api/runs/far/cancel", json={"reason": "stop it"})
-        assert r.status_code == 202 and r.json() == {"run_id": "far", "cancelled": False, "reason": "stop it"}
+        assert r.status_code == 202 and r.json() == {"run_id": "far", "cancelled": False, "reason": "stop it",
+                                                     "status": "running"}
         out, err = driver.communicate(timeout=60)  # it reads the request at its next renewal (every 0.5 s)
     finally:
         if driver.poll() is None:

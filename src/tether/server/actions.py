@@ -76,21 +76,24 @@ async def cancel(call: Call) -> CancelResult:
     """Cancel a run the way `tether cancel` does (`engine.cancel`), or stop it at once when it is driven here.
 
     A run nothing drives (suspended, queued, or its driver died) is settled `cancelled` now; a run another
-    process drives gets the durable cancel request its driver reads at its next lease renewal
-    (`cancelled: false`: requested, not settled yet). A run that settled answers 409 `run-settled`.
+    process drives gets the durable cancel request its driver reads at its next lease renewal (`cancelled:
+    false`); a run driven here is stopped by this server. Until it settles, `status` says `running`. A run
+    that settled answers 409 `run-settled`.
     """
     state, body = state_of(call), call.body
     assert isinstance(body, CancelRequest)
     live = state.driving(call.run_id)
     if live is not None:
         live.handle.cancel(body.reason)
-        return CancelResult(run_id=call.run_id, reason=body.reason)
+        return CancelResult(run_id=call.run_id, reason=body.reason, status="running")
     meta, _ = await load_run(state, call.run_id)
     if meta.status in SETTLED:
         raise ApiError(409, "run-settled", f"run {call.run_id!r} already finished {meta.status!r}; there is nothing "
                        f"to cancel (a suspended run can be cancelled)", run_id=call.run_id, status=meta.status)
     result = await state.engine.cancel(call.run_id, body.reason)  # a race with its settling is a 409 (sealed)
-    return CancelResult(run_id=call.run_id, cancelled=result == "cancelled", reason=body.reason)
+    settled = result == "cancelled"
+    return CancelResult(run_id=call.run_id, cancelled=settled, reason=body.reason,
+                        status="cancelled" if settled else "running")
 
 
 async def start(call: Call) -> StartResult | Response:

@@ -75,7 +75,8 @@ def operations() -> list[Operation]:
                   errors=(404,), int_params=("agent_id",)),
         Operation("POST", f"{RUN}/resolve", "resolve", "Resolve an open suspension with a JSON value",
                   actions.resolve, ResolveResult, body=ResolveRequest, errors=(404, 409)),
-        Operation("POST", f"{RUN}/cancel", "cancel", "Cancel a run this server drives (409 for any other run)",
+        Operation("POST", f"{RUN}/cancel", "cancel", "Cancel a run as tether cancel does: settled at once when "
+                  "nothing drives it, else stopped by its driver (409 once it settled)",
                   actions.cancel, CancelResult, status=202, body=CancelRequest, errors=(404, 409)),
     ]
 

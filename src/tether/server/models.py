@@ -255,9 +255,15 @@ class CancelRequest(BaseModel):
 
 
 class CancelResult(BaseModel):
+    """The cancel was taken: settled at once, or requested of the run's driver (as `tether cancel` does)."""
+
     run_id: str
     cancelled: bool = True
+    """The run settled `cancelled` now, or this server is stopping it; False: requested of the process that
+    drives it, which settles it at its next lease renewal."""
     reason: str
+    status: MetaStatus = "cancelled"
+    """The run's status as the call left it: `cancelled`, or `running` until its driver settles it."""
 
 
 class ContainmentRequest(BaseModel):
