@@ -216,6 +216,13 @@ class JournalIndex:
         terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
         return e, terminal, bool(self._abandon_roots) and self.is_abandoned(e)
 
+    def unconsumed(self) -> list[JournalEntry]:
+        """The loaded candidates no lookup has taken yet, in journal order (what the code did not reach)."""
+        left: list[JournalEntry] = []
+        for found in self._candidates.values():
+            left.extend(found if isinstance(found, list) else (found,))
+        return sorted(left, key=_SEQ)
+
     def next_ordinal(self, scope: str, key: str) -> int:
         """Ordinals continue after the highest one seen for (scope, key)."""
         ordinals = self._max_ordinal
