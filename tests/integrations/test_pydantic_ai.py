@@ -81,6 +81,7 @@ async def test_the_agent_runs_with_two_tools_and_a_pydantic_output_and_replays_a
     live = seen[0]
     assert isinstance(live.output, Forecast) and not live.replayed
     assert (live.usage.requests, live.usage.tool_calls, live.usage.input_tokens) == (3, 2, 300)
+    assert live.usage.cost is not None and float(live.usage.cost) == pytest.approx(0.06)  # pydantic-ai's cost is tether's price of the same calls
     # the request a tether model sends: pydantic-ai's tools and output tool, its instructions as the system prompt
     first_request = fake.requests[0]
     assert [t.name for t in first_request.tools] == ["find_city", "temperature", "final_result"]
@@ -93,6 +94,7 @@ async def test_the_agent_runs_with_two_tools_and_a_pydantic_output_and_replays_a
     replayed = seen[1]
     assert isinstance(replayed.output, Forecast) and replayed.replayed
     assert (replayed.usage.requests, replayed.usage.tool_calls) == (3, 2) and replayed.cost_usd == pytest.approx(0.06)
+    assert replayed.usage.cost == live.usage.cost
     assert (await engine.cost("wx")).total_usd == first.cost.total_usd
     await engine.close()
 
@@ -228,7 +230,7 @@ async def test_pydantic_ai_usage_limits_still_stop_the_run_and_replay_as_the_sam
     fake = tether.models.fake("fake", script=weather_script, prices={"m": PRICE})
 
     @tether.workflow(name="weather")
-    async def weather(ctx: tether.Ctx, limits: dict[str, int]) -> str:
+    async def weather(ctx: tether.Ctx, limits: dict[str, float]) -> str:
         try:
             await tpai.run(ctx, agent, "Weather in Paris?", usage_limits=UsageLimits(**limits))
         except UsageLimitExceeded as exc:
@@ -247,6 +249,11 @@ async def test_pydantic_ai_usage_limits_still_stop_the_run_and_replay_as_the_sam
     assert len(fake.requests) == 4  # the second request's 25 output tokens passed 40
     tree = await engine.agent_tree("tok")
     assert [(a.status, a.provider_calls) for a in tree.agents] == [("limit", 2)]
+
+    # pydantic-ai's own cost_limit sees tether's prices; it compares what was spent, after the fact
+    spent = await engine.run(weather, {"limits": {"cost_limit": 0.03}}, run_id="usd", budget_usd=1.0)
+    assert spent.value.startswith("limited: ") and "cost_limit" in spent.value
+    assert spent.cost.total_usd == pytest.approx(0.04)  # the request that crossed 0.03 was sent and paid
     await engine.close()
 
 
@@ -277,6 +284,61 @@ async def test_a_durable_agent_outside_tether_is_the_plain_agent_and_inside_a_wo
     unmapped = await engine.run(mapped, run_id="mapped")
     assert unmapped.status == "error" and "model='adapter:model'" in str(unmapped.error)
     assert fake.requests == []
+    await engine.close()
+
+
+async def test_parallel_tool_calls_native_output_and_a_stream_handler_take_the_same_journaled_path(
+    tmp_path: Path,
+) -> None:
+    from pydantic_ai import NativeOutput
+
+    class Sum(BaseModel):
+        a: int
+        b: int
+
+    agent = Agent(None, output_type=NativeOutput(Sum), name="adder")
+    ran: list[str] = []
+
+    @agent.tool_plain
+    async def one() -> int:
+        """One."""
+        await asyncio.sleep(0.01)  # finishes after `two`: both results are checkpointed, one at a time
+        ran.append("one")
+        return 1
+
+    @agent.tool_plain
+    def two() -> int:
+        """Two."""
+        ran.append("two")
+        return 2
+
+    def script(request: ChatRequest) -> Reply:
+        if not any(m.role == "tool" for m in request.messages):
+            return Reply(tool_calls=[ToolCall("one", {}), ToolCall("two", {})], input_tokens=50, output_tokens=10)
+        return Reply(text='{"a": 1, "b": 2}', input_tokens=80, output_tokens=10)
+
+    events: list[str] = []
+
+    async def handler(ctx: RunContext[None], stream: Any) -> None:
+        async for event in stream:
+            events.append(type(event).__name__)
+
+    fake = tether.models.fake("fake", script=script, prices={"m": PRICE}, structured_output="native")
+
+    @tether.workflow(name="add")
+    async def add(ctx: tether.Ctx) -> dict[str, int]:
+        answer = await tpai.run(ctx, agent, "Add one and two.", event_stream_handler=handler)
+        return answer.output.model_dump()
+
+    engine = engine_for(fake, tmp_path)
+    out = await engine.run(add, run_id="add", budget_usd=1.0)
+    assert out.status == "ok" and out.value == {"a": 1, "b": 2} and sorted(ran) == ["one", "two"]
+    assert all(r.output_format is not None for r in fake.requests)  # the schema went natively, as tether sends it
+    assert "FinalResultEvent" in events
+    ledger = await engine.effect_ledger("add")
+    assert sorted((r.tool, r.outcome) for r in ledger) == [("one", "ok"), ("two", "ok")]
+    transcript = await engine.transcript("add", 1)
+    assert [m.role for m in transcript.messages] == ["user", "assistant", "tool", "assistant"]
     await engine.close()
 
 

@@ -70,6 +70,8 @@ class Turn:
     message: Message
     """The assistant reply, its `tether:foreign` part included (hand it back unchanged in later histories)."""
     usage: Usage
+    cost_usd: float | None
+    """What the turn cost at tether's price (None for an unpriced model)."""
     finish_reason: FinishReason | None
     served_by: str | None
     replayed: bool
@@ -140,7 +142,7 @@ class ForeignSession:
             max_output_tokens=_lower(self.spec.max_output_tokens, max_output_tokens),
         )
         state.messages = _extend(state.messages, history)
-        before, calls_before = state.usage, state.provider_calls
+        before, calls_before, paid_before = state.usage, state.provider_calls, self.hooks.cost_usd
         turn = await Dispatcher(spec, self.host, self.hooks, state, self.signal).turn("loop")
         if state.provider_calls > calls_before:
             state.turns += 1
@@ -152,12 +154,15 @@ class ForeignSession:
                        "allows")
             raise TurnStopped("limit", AgentError(kind="budget", message=message, stage="loop"), "max-tokens")
         usage = state.usage.minus(before)
-        meta = {"usage": to_jsonable(usage), "finish_reason": turn.finish_reason, "served_by": state.served_by}
+        priced = state.served_by is not None and self.hooks.price_of(state.served_by) is not None
+        cost = round(self.hooks.cost_usd - paid_before, 10) if priced else None
+        meta = {"usage": to_jsonable(usage), "cost_usd": cost, "finish_reason": turn.finish_reason,
+                "served_by": state.served_by}
         reply = Message(role="assistant", parts=(*turn.message.parts, RawPart(family=META_FAMILY, data=meta)))
         state.messages.append(reply)
         self._number(reply)
         await self._checkpoint()
-        return Turn(reply, usage, turn.finish_reason, state.served_by, replayed=False)
+        return Turn(reply, usage, cost, turn.finish_reason, state.served_by, replayed=False)
 
     def _replayed_turn(self, history: Sequence[Message]) -> Turn | None:
         journaled, n = self._transcript, len(history)
@@ -168,7 +173,9 @@ class ForeignSession:
         meta = next((p.data for p in reply.parts if isinstance(p, RawPart) and p.family == META_FAMILY), {})
         usage = Usage.model_validate(meta.get("usage") or {})
         finish = cast("FinishReason | None", meta.get("finish_reason"))
-        return Turn(reply, usage, finish, meta.get("served_by"), replayed=True)
+        cost = meta.get("cost_usd")
+        return Turn(reply, usage, float(cost) if cost is not None else None, finish, meta.get("served_by"),
+                    replayed=True)
 
     def _guard(self) -> None:
         """Layer 2 before a turn (as the native loop's guard), and `max_turns` when set."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.agent import AbstractAgent, EventStreamHandler
 from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -52,6 +52,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
         model_settings: ModelSettings | None = None,
         usage_limits: UsageLimits | None = None,
         usage: RunUsage | None = None,
+        event_stream_handler: EventStreamHandler[DepsT] | None = None,
         key: str | None = None,
         label: str | None = None,
         est_cost: float | None = None,
@@ -60,7 +61,8 @@ class DurableAgent(Generic[DepsT, OutputT]):
         if ctx is not None:
             return await run(
                 ctx, self.agent, user_prompt, deps=deps, message_history=message_history, model=self.model,
-                model_settings=model_settings, usage_limits=usage_limits, usage=usage, key=key,
+                model_settings=model_settings, usage_limits=usage_limits, usage=usage,
+                event_stream_handler=event_stream_handler, key=key,
                 label=label or self.label, est_cost=est_cost if est_cost is not None else self.est_cost,
                 max_turns=self.max_turns, max_output_tokens=self.max_output_tokens,
             )
@@ -70,7 +72,8 @@ class DurableAgent(Generic[DepsT, OutputT]):
                 "ctx=ctx to run(...) so its requests go through the run's journal and budget.",
             )
         out = await self.agent.run(user_prompt, deps=deps, message_history=message_history,
-                                   model_settings=model_settings, usage_limits=usage_limits, usage=usage)
+                                   model_settings=model_settings, usage_limits=usage_limits, usage=usage,
+                                   event_stream_handler=event_stream_handler)
         return RunResult(out.output, out.usage, None)
 
 

@@ -8,6 +8,7 @@ resume matches on, and raw parts such as signed thinking blocks, which pydantic-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from pydantic_ai import messages as pai
@@ -89,6 +90,8 @@ def to_response(turn: Turn, model_name: str) -> pai.ModelResponse:
         input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
         cache_write_tokens=u.cache_write_tokens, details=details,
     )
+    if turn.cost_usd is not None:  # tether's price, so pydantic-ai's `usage.cost` and `cost_limit` agree with it
+        usage.cost = Decimal(repr(turn.cost_usd))
     meta: dict[str, Any] = {METADATA_KEY: turn.message.model_dump(mode="json")}
     return pai.ModelResponse(
         parts=parts, usage=usage, model_name=model_name, provider_name="tether", metadata=meta,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import TypeAdapter
-from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.agent import AbstractAgent, EventStreamHandler
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, UserContent
 from pydantic_ai.models import Model
@@ -34,6 +33,8 @@ OutputT = TypeVar("OutputT")
 
 ACTIVE_CTX: ContextVar[Ctx | None] = ContextVar("tether_pydantic_ai_ctx", default=None)
 """The tether run a bridged agent is running in, so a `durable(...)` sub-agent called from its tools joins it."""
+
+_RUN_USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
 
 USAGE_ARTIFACT = "pydantic_ai_usage"
 """The terminal's record of the run's pydantic-ai `RunUsage` (requests, tool calls, tokens), for replays."""
@@ -77,6 +78,7 @@ async def run(
     model_settings: ModelSettings | None = None,
     usage_limits: UsageLimits | None = None,
     usage: RunUsage | None = None,
+    event_stream_handler: EventStreamHandler[DepsT] | None = None,
     key: str | None = None,
     label: str | None = None,
     est_cost: float | None = None,
@@ -89,8 +91,9 @@ async def run(
         ctx: The workflow's `tether.Ctx`.
         agent: The pydantic-ai agent, unchanged: its tools, output type, instructions, validators and
             capabilities all apply.
-        user_prompt, deps, message_history, model_settings, usage_limits, usage: as for `agent.run(...)`
-            (`model_settings["max_tokens"]` caps each request; the budget may clamp it lower).
+        user_prompt, deps, message_history, model_settings, usage_limits, usage, event_stream_handler: as for
+            `agent.run(...)` (`model_settings["max_tokens"]` caps each request, the budget may clamp it lower; the
+            handler sees each reply's events once it has settled, also when it is replayed).
         model: The tether model that serves (`"adapter:model"` or a `tether.ModelSpec` with fallbacks). Default:
             the agent's own model mapped to the tether adapter of the same provider (`"openai:gpt-4o"` ->
             `openai:gpt-4o`), else the engine's `routing` for the `loop` role.
@@ -109,7 +112,8 @@ async def run(
     if key is None and message_history:
         history = ModelMessagesTypeAdapter.dump_python(list(message_history), mode="json")
         key = content_key({"prompt": prompt, "history": history})
-    bridge = _Bridge(ctx, agent, user_prompt, deps, message_history, model_settings, usage_limits, usage)
+    bridge = _Bridge(ctx, agent, user_prompt, deps, message_history, model_settings, usage_limits, usage,
+                     event_stream_handler)
     result = await foreign_agent(
         ctx, bridge.drive, prompt, max_turns=max_turns, model=model or tether_model(agent.model),
         agent_type=f"pydantic-ai:{name}", key=key, label=label or name, est_cost=est_cost,
@@ -124,10 +128,11 @@ class _Bridge(Generic[DepsT, OutputT]):
     def __init__(
         self, ctx: Ctx, agent: AbstractAgent[DepsT, OutputT], user_prompt: str | Sequence[UserContent] | None,
         deps: DepsT, history: Sequence[ModelMessage] | None, settings: ModelSettings | None,
-        limits: UsageLimits | None, usage: RunUsage | None,
+        limits: UsageLimits | None, usage: RunUsage | None, handler: EventStreamHandler[DepsT] | None,
     ) -> None:
         self.ctx, self.agent, self.user_prompt, self.deps = ctx, agent, user_prompt, deps
         self.history, self.settings, self.limits, self.usage = history, settings, limits, usage
+        self.handler = handler
         self.output: Any = None
         self.run_usage: RunUsage | None = None
         self.raised: BaseException | None = None
@@ -141,7 +146,7 @@ class _Bridge(Generic[DepsT, OutputT]):
             out = await self.agent.run(
                 self.user_prompt, deps=self.deps, message_history=self.history, model=model,
                 model_settings=self.settings, usage_limits=self.limits, usage=self.usage,
-                capabilities=[TetherCapability(session, model)], infer_name=False,
+                event_stream_handler=self.handler, capabilities=[TetherCapability(session, model)], infer_name=False,
             )
         except Exception as exc:
             if find_stop(exc) is not None:
@@ -151,8 +156,8 @@ class _Bridge(Generic[DepsT, OutputT]):
             return session.result(status, error=error)
         finally:
             ACTIVE_CTX.reset(token)
-        self.output, self.run_usage = out.output, _minus(out.usage, before)
-        usage = json.dumps(dataclasses.asdict(self.run_usage), separators=(",", ":"))
+        self.output, self.run_usage = out.output, out.usage - before
+        usage = _RUN_USAGE.dump_json(self.run_usage).decode()
         return session.result("ok", output=out.output, artifacts={USAGE_ARTIFACT: usage})
 
     def shape(self, result: AgentResult[Any], label: str) -> RunResult[OutputT]:
@@ -267,20 +272,10 @@ def _prompt_text(prompt: str | Sequence[UserContent] | None) -> str:
                      if isinstance(p, str) or isinstance(getattr(p, "content", None), str))
 
 
-def _minus(total: RunUsage, before: RunUsage) -> RunUsage:
-    """This run's own usage when it started from a delegating parent's."""
-    fields = {f.name: getattr(total, f.name) - getattr(before, f.name) for f in dataclasses.fields(RunUsage)
-              if isinstance(getattr(total, f.name), int)}
-    details = {k: v - before.details.get(k, 0) for k, v in total.details.items()}
-    return RunUsage(**fields, details=details)
-
-
 def _journaled_usage(result: AgentResult[Any]) -> RunUsage:
     raw = result.artifacts.get(USAGE_ARTIFACT)
     if raw:
-        data = json.loads(raw)
-        names = {f.name for f in dataclasses.fields(RunUsage)}
-        return RunUsage(**{k: v for k, v in data.items() if k in names})
+        return _RUN_USAGE.validate_json(raw)
     u = result.usage
     return RunUsage(requests=result.turns, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                     cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens)
