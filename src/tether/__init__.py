@@ -40,11 +40,13 @@ from tether.contracts.usage import Usage
 from tether.engine.ctx import BranchOutcome, Ctx
 from tether.engine.engine import Engine
 from tether.engine.event_log import read_events
+from tether.engine.fork_preview import ForkPreview
 from tether.engine.handle import RunHandle
 from tether.engine.options import AgentOptions, Containment, ResumeOptions, RunOptions
 from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
 from tether.engine.workflow import Workflow, workflow
 from tether.journal.cost import CostReport
+from tether.journal.diff import RunDiff
 from tether.journal.tree import AgentNode, TreeReport
 from tether.observability.progress import progress
 from tether.pricing import PriceTable
@@ -68,6 +70,7 @@ __all__ = [
     "ConfigError",
     "Containment",
     "CostReport",
+    "ForkPreview",
     "Ctx",
     "DroppedBranch",
     "Engine",
@@ -92,6 +95,7 @@ __all__ = [
     "ReplayStats",
     "ResumeOptions",
     "RunHandedBackError",
+    "RunDiff",
     "RunHandle",
     "RunNotFoundError",
     "RunOptions",

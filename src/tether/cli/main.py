@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     # Added by their own branches; absent ones are skipped, so each lands without touching this file.
     "tether.cli.worker_command",
     "tether.cli.serve_command",
+    "tether.cli.fork_commands",
 )
 
 

@@ -33,6 +33,7 @@ from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import schema_hash, to_jsonable
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
+from tether.journal.lineage import lineage_of
 from tether.journal.scope import agent_segment, join
 from tether.mcp.source import resolve_tools, toolset_changes, toolset_record
 from tether.tools.definition import Tool, toolset_hash
@@ -65,6 +66,7 @@ class AgentCall:
     def __init__(self, seg: Segment) -> None:
         self.seg = seg
         self._replay_facts: ReplayFacts | None = None  # built at the first replayed agent
+        self._lineage = lineage_of(seg.index.entries[:1])  # a fork's model swaps (docs/forks.md)
 
     async def call(
         self,
@@ -83,6 +85,8 @@ class AgentCall:
         agent_type = options.get("agent_type")
         key = options.get("key")
         label = options.get("label")
+        if self._lineage is not None:
+            model = self._lineage.model_for(label, agent_type) or model
         est_cost = options.get("est_cost")
         max_turns = options.get("max_turns")
         max_output_tokens = options.get("max_output_tokens")

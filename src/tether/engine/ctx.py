@@ -20,7 +20,7 @@ from tether.engine.agent_surface import AgentSurface
 from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.outcome import DroppedBranch, error_dict
-from tether.engine.replay import Abandoned, Lookup
+from tether.engine.replay import Abandoned, Lookup, PreviewStopped
 from tether.engine.segment import Segment
 from tether.engine.workflow import Workflow, as_workflow
 from tether.journal.canonical import to_jsonable
@@ -100,6 +100,10 @@ class Ctx(AgentSurface):
             return self._seg.services.return_types.revalidate(fn, found.value, self._seg.warn)
         assert found.action != "replay"  # (a replay without a terminal: a journal no step writes)
         self._seg.replay.require_live(f"step {label!r}", frame.scope)
+        if self._seg.services.preview:
+            raise PreviewStopped(f"the preview stops at host step {label!r} (scope {frame.scope!r}): it would run "
+                                 f"live, and a preview runs no host code. What follows it is not forecast.",
+                                 step=label, scope=frame.scope)
         journal = self._seg.journal
         running = found.running or await journal.append(self._entry(frame, "step", k, status="running", label=label))
         try:

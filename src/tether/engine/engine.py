@@ -8,7 +8,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
 from ulid import ULID
 
@@ -43,6 +43,10 @@ from tether.pricing import PriceTable
 from tether.routing import ModelLike, Router
 from tether.tools.definition import Tool
 from tether.tools.permissions import Permissions
+
+if TYPE_CHECKING:
+    from tether.engine.fork_preview import ForkPreview
+    from tether.journal.diff import RunDiff
 
 DEFAULT_STORE = "sqlite:///.tether/tether.db"
 CLOSE_PATIENCE_S = 5.0
@@ -341,6 +345,52 @@ class Engine:
             wf = self.workflows[name]
         return self._launch(self._workflow(wf), dict(args) if args is not None else None, run_id, opts, event_log)
 
+    @overload
+    async def fork(
+        self, run_id: str, new_run_id: str, workflow: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
+        args: Mapping[str, Any] | None = None, *, at: int | None = None, preview: Literal[False] = False,
+        models: Mapping[str, str] | Sequence[str] | None = None, event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunOutcome: ...
+    @overload
+    async def fork(
+        self, run_id: str, new_run_id: str, workflow: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
+        args: Mapping[str, Any] | None = None, *, at: int | None = None, preview: Literal[True],
+        models: Mapping[str, str] | Sequence[str] | None = None, event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> ForkPreview: ...
+
+    async def fork(
+        self, run_id: str, new_run_id: str, workflow: Workflow | Callable[..., Awaitable[Any]] | str | None = None,
+        args: Mapping[str, Any] | None = None, *, at: int | None = None, preview: bool = False,
+        models: Mapping[str, str] | Sequence[str] | None = None, event_log: str | os.PathLike[str] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunOutcome | ForkPreview:
+        """Run `new_run_id` from a copy of `run_id`'s journal (entries before seq `at`, when given) with the
+        edited `workflow`, `args` or `models` (label -> `adapter:model`): unchanged calls replay, reported as
+        `cost.reused_usd`, and the ceiling bounds only new spend. Options not given are the source's. With
+        `preview=True` nothing runs or is written: a `ForkPreview` (reused, invalidated, new calls, forecast).
+        The source run is never written (docs/forks.md)."""
+        from tether.engine.fork import parse_models, plan_fork, write_fork
+
+        store = await self.store()
+        swaps = parse_models(models)
+        for ref in swaps.values():
+            self.router.resolve_ref(ref)  # an unknown adapter is refused before anything is read or written
+        meta = await store.get_meta(run_id)
+        wf = workflow if workflow is not None else (meta.workflow if meta is not None else None)
+        if wf is None:
+            raise RunNotFoundError(f"no run {run_id!r} in this store to fork; check the run id (tether runs lists "
+                                   f"them) and the store URL", run_id=run_id)
+        plan = await plan_fork(store, run_id, new_run_id, self._workflow(wf), args, at=at, models=swaps,
+                               given=segment_options(options, "fork()"), now=self.clock())
+        if preview:
+            from tether.engine.fork_preview import preview_fork
+
+            return await preview_fork(store, self._services(), plan, await store.load(run_id))
+        await write_fork(store, plan)
+        return await self._launch(plan.workflow, plan.args, new_run_id, plan.opts, event_log)
+
     def _workflow(self, wf: Workflow | Callable[..., Awaitable[Any]] | str) -> Workflow:
         if isinstance(wf, str):
             if wf not in self.workflows:
@@ -504,6 +554,12 @@ class Engine:
 
     async def cost(self, run_id: str) -> CostReport:
         return fold_cost(await self.inspect(run_id))
+
+    async def diff(self, run_a: str, run_b: str) -> RunDiff:
+        """Two runs' agent calls side by side (a fork beside its source): outputs, models and cost."""
+        from tether.journal.diff import diff_runs
+
+        return diff_runs(run_a, await self.inspect(run_a), run_b, await self.inspect(run_b))
 
     async def agent_events(self, run_id: str) -> list[AgentEvent]:
         from tether.journal.tree import fold_agent_events

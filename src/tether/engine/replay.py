@@ -28,6 +28,12 @@ class Abandoned(BaseException):
         self.seq = seq
 
 
+class PreviewStopped(JournalMissError):
+    """A fork preview reached a host step the journal does not hold: it never runs one, so it stops there."""
+
+    code = "preview-stopped"
+
+
 @dataclass(slots=True)
 class Lookup:
     """The result of matching one call: what to do and with which journaled entries."""

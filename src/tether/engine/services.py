@@ -36,3 +36,6 @@ class RunServices:
     concurrency: int
     lease_ttl_s: float
     return_types: ReturnTypes
+    preview: bool = False
+    """A fork preview (docs/forks.md): models answer with placeholders, and a host step that would run live
+    stops the body (`PreviewStopped`) instead of running."""

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.usage import ZERO_USAGE, Usage, sum_usage
+from tether.journal.lineage import UNREUSED_MEMBER, lineage_from
 from tether.journal.scope import is_under
 
 UNTYPED = "(untyped)"
@@ -32,8 +33,9 @@ UNTYPED = "(untyped)"
 ORPHANS_SETTLED = "orphans-settled"
 BUDGET_RAISED = "budget-raised"
 UNPRICED_ALLOWED = "unpriced-allowed"
-MONEY_DECISIONS = frozenset({"genesis", ORPHANS_SETTLED, BUDGET_RAISED, UNPRICED_ALLOWED})
-"""The run-level decisions a cost fold reads besides the agents' entries."""
+MONEY_DECISIONS = frozenset({"genesis", "settle", ORPHANS_SETTLED, BUDGET_RAISED, UNPRICED_ALLOWED})
+"""The run-level decisions a cost fold reads besides the agents' entries (a fork's genesis and settles say
+which calls the source paid for)."""
 
 
 class OrphanSettlement(BaseModel):
@@ -79,6 +81,10 @@ class CostReport(BaseModel):
     """Tokens of every agent summed (agents still running or parked count their drawn turns);
     `usage.reasoning_tokens` is the reasoning part of `output_tokens`."""
     provider_calls: int = 0
+    reused_usd: float = 0.0
+    """A fork's: what the source run paid for the calls the fork reused (never in `total_usd`: not billed again)."""
+    reused_calls: int = 0
+    """A fork's: the agent invocations it reused from its source."""
 
 
 @dataclass
@@ -232,6 +238,14 @@ class SpendFold:
     agents: list[AgentSpend]
     settlement: OrphanSettlement | None = None
     ceiling_usd: float | None = None
+    copied_through: int = 0
+    """A fork's copied prefix (its lineage's `reused_through`): invocations in it the source paid for."""
+    unreused: frozenset[int] = frozenset()
+    """Copied invocations (by seq) the fork's last settle says its code did not reuse."""
+
+    def copied(self, spend: AgentSpend) -> bool:
+        """Whether the source run paid for this invocation (a fork's copied one): never the fork's spend."""
+        return (spend.running.seq or 0) <= self.copied_through
 
 
 def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
@@ -240,6 +254,8 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
     by_agent: dict[int, AgentSpend] = {}
     settlement: OrphanSettlement | None = None
     ceiling: float | None = None
+    copied_through = 0
+    unreused: frozenset[int] = frozenset()
     for e in entries:
         if e.kind == "agent":
             if e.status == "running" and e.ref is None and e.seq is not None:
@@ -256,8 +272,12 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
                 settlement = _apply_settlement(list(by_seq.values()), e) or settlement
             elif name == BUDGET_RAISED and isinstance(e.value, dict):
                 ceiling = _float(e.value.get("new_usd"), ceiling)
-            elif name == "genesis" and isinstance(e.value, dict) and ceiling is None:
-                ceiling = _genesis_ceiling(e.value)
+            elif name == "genesis" and isinstance(e.value, dict):
+                ceiling = _genesis_ceiling(e.value) if ceiling is None else ceiling
+                lineage = lineage_from(e.value)
+                copied_through = lineage.reused_through if lineage is not None else copied_through
+            elif name == "settle" and isinstance(e.value, dict) and copied_through:
+                unreused = frozenset(int(s) for s in e.value.get(UNREUSED_MEMBER) or ())
             continue  # not an agent's fact (so a fold may be handed only the agents' entries)
         open_spend = by_agent.get(e.agent_id)
         if open_spend is None or open_spend.settled:
@@ -278,7 +298,7 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
     spends = list(by_seq.values())
     for spend in spends:
         spend.refresh_open()
-    return SpendFold(spends, settlement, ceiling)
+    return SpendFold(spends, settlement, ceiling, copied_through, unreused)
 
 
 def _settle(spend: AgentSpend, terminal: JournalEntry) -> None:
@@ -346,10 +366,16 @@ def cost_report(folded: SpendFold) -> CostReport:
     by_role: dict[str, float] = {}
     by_type: dict[str, float] = {}
     spent = orphaned = 0.0
-    cut = calls = 0
+    cut = calls = reused_calls = 0
+    reused = 0.0
     unpriced: dict[str, Usage] = {}
     usages: list[Usage] = []
     for spend in folded.agents:
+        if folded.copied(spend):
+            if spend.running.seq not in folded.unreused:
+                reused += spend.usd
+                reused_calls += 1
+            continue
         lost = spend.orphaned
         usd = spend.spent_usd + sum(lost.values())
         spent += spend.spent_usd
@@ -382,10 +408,13 @@ def cost_report(folded: SpendFold) -> CostReport:
         approximate=orphaned > 0 or usage.approximate,
         usage=usage,
         provider_calls=calls,
+        reused_usd=round(reused, 10),
+        reused_calls=reused_calls,
     )
 
 
 def spent_under(entries: Iterable[JournalEntry], scope: str | None) -> tuple[float, float]:
     """(spend, its orphaned part) of every invocation under `scope` (the whole run for None)."""
-    spends = [s for s in agent_spend(entries) if scope is None or is_under(s.running.scope, scope)]
+    folded = fold_spend(entries)
+    spends = [s for s in folded.agents if (scope is None or is_under(s.running.scope, scope)) and not folded.copied(s)]
     return sum(s.usd for s in spends), sum(s.orphaned_usd for s in spends)

@@ -1,0 +1,201 @@
+"""`tether fork`, `tether diff` and `tether plan-upgrade`: change a run and pay only for what changed."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tether.cli.app import resolve
+from tether.cli.outcome import print_outcome
+from tether.cli.shell import (
+    JsonOpt,
+    StoreOpt,
+    console,
+    emit_json,
+    esc,
+    existing_store,
+    one_line,
+    parse_args,
+    read_store,
+    run_async,
+    store_url,
+    usage,
+)
+from tether.contracts.errors import TetherError
+from tether.engine.engine import Engine
+from tether.engine.fork_preview import ForkPreview
+from tether.engine.outcome import RunOutcome
+from tether.journal.diff import RunDiff
+from tether.journal.forecast import Forecast
+
+AppOpt = Annotated[str | None, typer.Option("--app", help="MODULE:ATTR naming your tether.Engine.")]
+PLAN_STATUSES = ("suspended", "queued", "running")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(fork)
+    app.command()(diff)
+    app.command("plan-upgrade")(plan_upgrade)
+
+
+def fork(
+    run_id: str,
+    new_id: Annotated[str, typer.Option("--new-id", help="The fork's run id (a new one).")],
+    app_target: AppOpt = None,
+    target: Annotated[
+        str | None, typer.Option("--workflow", help="MODULE:WORKFLOW: the edited code (default: the source's, "
+                                 "registered on --app's engine).")
+    ] = None,
+    args: Annotated[str | None, typer.Option("--args", help="JSON args (default: the source's).")] = None,
+    at: Annotated[int | None, typer.Option("--at", metavar="SEQ", help="Copy only the entries before SEQ and "
+                                           "re-run from there (tether inspect lists the seqs).")] = None,
+    model: Annotated[
+        list[str] | None, typer.Option("--model", metavar="LABEL=MODEL", help="Run the agent labelled LABEL on "
+                                       "adapter:model instead (repeatable).")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option("--budget", metavar="USD", help="The fork's ceiling on its new spend "
+                                   "(default: the source's).")
+    ] = None,
+    preview: Annotated[bool, typer.Option("--preview", help="Run nothing, write nothing: what the fork would "
+                                          "reuse, invalidate and spend.")] = False,
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Fork RUN_ID into a new run that reuses every unchanged call; --preview says what it would cost first."""
+    if target is None and app_target is None:
+        usage("tether fork needs --workflow MODULE:WORKFLOW or --app MODULE:ATTR (an engine that registers the "
+              "run's workflow)")
+    parsed = parse_args(args)
+    resolved = resolve(app=app_target, workflow=target, store=store)
+    if resolved.source == "default":
+        existing_store(store_url(store))
+    engine, wf = resolved.engine, resolved.workflow
+
+    async def go() -> RunOutcome | ForkPreview:
+        try:
+            if preview:
+                return await engine.fork(run_id, new_id, wf, parsed, at=at, models=model, preview=True,
+                                         budget_usd=budget)
+            return await engine.fork(run_id, new_id, wf, parsed, at=at, models=model, budget_usd=budget)
+        finally:
+            await engine.close()
+
+    result = run_async(go)
+    if isinstance(result, ForkPreview):
+        if json_out:
+            emit_json(result.model_dump(mode="json"))
+        else:
+            print_preview(console(), result)
+        raise typer.Exit(0)
+    code = print_outcome(result, result.cost.ceiling_usd, resolved, target, json_out)
+    if not json_out:
+        console().print(f"  reused   {result.cost.reused_calls} calls from {esc(run_id)}, which paid "
+                        f"{result.cost.reused_usd:.6f} USD for them (not billed again)")
+    raise typer.Exit(code)
+
+
+def _range(f: Forecast) -> str:
+    return f"{f.expected_usd:.6f} USD (min {f.min_usd:.6f}, max {f.max_usd:.6f})"
+
+
+def print_preview(con: Console, p: ForkPreview) -> None:
+    """A preview as lines: reused, invalidated (why), new calls with their forecast, the total against the ceiling."""
+    at = f" at seq {p.at}" if p.at is not None else ""
+    con.print(f"fork preview: {esc(p.source_run_id)}{at} -> {esc(p.run_id)} (workflow {esc(p.workflow)}); "
+              f"nothing was run or written")
+    for label, ref in p.models.items():
+        con.print(f"  swap       {esc(label)} -> {esc(ref)}")
+    con.print(f"  reused     {len(p.reused)} calls, {p.reused_usd:.6f} USD the source paid (billed 0)")
+    for r in p.reused:
+        con.print(f"    seq {r.seq:<5} {esc(r.kind):<6} {esc(r.label or '-')}")
+    con.print(f"  invalid    {len(p.invalidated)} calls")
+    for i in p.invalidated:
+        detail = f": {esc(i.detail)}" if i.detail else ""
+        con.print(f"    seq {i.seq:<5} {esc(i.kind):<6} {esc(i.label or '-')}  {esc('[' + i.reason + ']')}{detail} "
+                  f"(source paid {i.usd:.6f})")
+    con.print(f"  new        {len(p.new_calls)} calls")
+    for c in p.new_calls:
+        basis = f"{c.forecast.samples} {c.forecast.basis} samples" if c.forecast.samples else "no samples"
+        con.print(f"    {esc(c.label or '-'):<12} {esc(c.model):<24} {_range(c.forecast)} from {basis}")
+    fits = "" if p.fits is None else ("; fits" if p.fits else "; [red]its max does not fit[/red]")
+    ceiling = "no USD ceiling" if p.ceiling_usd is None else f"ceiling {p.ceiling_usd:.4f} USD{fits}"
+    con.print(f"  forecast   {_range(p.forecast)}; {ceiling}")
+    if p.stopped:
+        con.print(f"  [yellow]stopped[/yellow]    {esc(one_line(p.stopped))}")
+    for key in p.pending:
+        con.print(f"  pending    {esc(key)} (the fork would wait for it)")
+
+
+def diff(
+    run_a: str, run_b: str, store: StoreOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """Two runs' agent calls side by side (a fork beside its source): per agent, outputs and cost."""
+
+    async def both(engine: Engine) -> RunDiff:
+        return await engine.diff(run_a, run_b)
+
+    d = read_store(store, both)
+    if json_out:
+        emit_json(d.model_dump(mode="json"))
+        return
+    con = console()
+    con.print(f"{esc(run_a)} {d.a_usd:.6f} USD  vs  {esc(run_b)} {d.b_usd:.6f} USD new"
+              + (f" + {d.b_reused_usd:.6f} reused" if d.b_reused_usd else ""))
+    for c in d.calls:
+        mark = "reused" if c.reused else ("same output" if c.same_output else "changed")
+        a = f"{c.a.model} {c.a.usd:.6f}" if c.a else "-"
+        b = "0 (reused)" if c.reused else (f"{c.b.model} {c.b.usd:.6f}" if c.b else "-")
+        con.print(f"  {esc(c.label):<14} {esc(a):<28} {esc(b):<28} {mark}")
+        if not c.reused and not c.same_output:
+            for side, call in (("a", c.a), ("b", c.b)):
+                if call is not None:
+                    con.print(f"      {side}: {esc(one_line(str(call.output))[:100])}")
+
+
+def plan_upgrade(
+    app_target: Annotated[str, typer.Option("--app", help="MODULE:ATTR naming the engine with the NEW code.")],
+    status: Annotated[str, typer.Option("--status", help="Comma-separated statuses of the runs to plan.")]
+    = ",".join(PLAN_STATUSES),
+    store: StoreOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """For each unfinished run: what the new code reuses or invalidates and the forecast re-pay; nothing is written."""
+    resolved = resolve(app=app_target, store=store)
+    engine = resolved.engine
+    statuses = [s.strip() for s in status.split(",") if s.strip()]
+
+    async def plans() -> list[tuple[str, ForkPreview | str]]:
+        out: list[tuple[str, ForkPreview | str]] = []
+        try:
+            for s in statuses:
+                for meta in await engine.runs(1000, status=s):
+                    try:
+                        out.append((meta.run_id, await engine.fork(meta.run_id, f"{meta.run_id}.plan",
+                                                                   meta.workflow, preview=True)))
+                    except TetherError as exc:
+                        out.append((meta.run_id, exc.message))
+        finally:
+            await engine.close()
+        return out
+
+    found = run_async(plans)
+    if json_out:
+        emit_json([{**(p.model_dump(mode="json") if isinstance(p, ForkPreview) else {"error": p}), "run_id": r}
+                   for r, p in found])
+        return
+    con = console()
+    if not found:
+        con.print(f"no runs in status {', '.join(statuses)}; nothing to plan")
+    total = 0.0
+    for run_id, p in found:
+        if isinstance(p, str):
+            con.print(f"{esc(run_id)}: [red]cannot plan[/red]: {esc(one_line(p))}")
+            continue
+        total += p.forecast.expected_usd
+        con.print(f"{esc(run_id)}: {len(p.reused)} reused, {len(p.invalidated)} invalidated, {len(p.new_calls)} new; "
+                  f"re-pay {_range(p.forecast)}" + (f"; stopped: {esc(one_line(p.stopped))}" if p.stopped else ""))
+    if found:
+        con.print(f"total expected re-pay {total:.6f} USD; nothing was written")
