@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "tether.cli.worker_command",
     "tether.cli.serve_command",
     "tether.cli.fork_commands",
+    "tether.cli.audit_commands",
 )
 
 

@@ -85,6 +85,9 @@ class JournalEntry(Record):
     through: int | None = None
     input_overhead: dict[str, int] | None = None
     """The input tokens per model the run has learned models bill beyond its estimates (a draw's)."""
+    prev: str | None = None
+    """The hash chain (`tether.journal.chain`): the sha256 of the previous entry's stored bytes without its
+    checksum member (64 zeros at seq 1). None in journals written before entries were chained."""
     unknown: Annotated[dict[str, Any] | None, Field(exclude=True, repr=False)] = None
     """Members this version does not know (a newer one wrote them), written back untouched."""
 

@@ -8,6 +8,7 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
 from ulid import ULID
@@ -590,6 +591,15 @@ class Engine:
 
         await self._journal(run_id)
         return await records(await self.store(), run_id)
+
+    async def export(self, run_id: str, path: str | os.PathLike[str], *, sign_key: str | os.PathLike[str] | None = None,
+                     allow_unchained: bool = False) -> Path:
+        """Write `run_id`'s audit bundle to `path` (signed with the Ed25519 key at `sign_key`); docs/audit.md."""
+        from tether.audit.bundle import build_bundle, write_bundle
+
+        await self._journal(run_id)
+        doc = await build_bundle(await self.store(), run_id, self.price_of, allow_unchained=allow_unchained)
+        return write_bundle(doc, path, sign_key)
 
 
 def _find_target(index: JournalIndex, ref: str | int) -> JournalEntry | None:

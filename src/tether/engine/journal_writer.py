@@ -25,8 +25,9 @@ from tether.contracts.errors import (
 )
 from tether.contracts.protocols import ImmediateRowWriting, JournalStore, RowWriting
 from tether.contracts.signal import Signal
+from tether.journal.chain import link_after
 from tether.journal.matching import JournalIndex
-from tether.stores.codec import encode_entry
+from tether.stores.codec import encode_linked
 
 RowWriter = Callable[[str, list[tuple[int, str]], Lease | None], list[int]]
 """`append_rows_now(run_id, rows, lease)`: a store's journal write that returns once durable, never waiting."""
@@ -85,6 +86,8 @@ class JournalWriter:
     """Branches of the workflow doing work now: with one, nothing else can stage into a batch."""
     lost: TetherError | None = None
     """Why this segment no longer writes (its lease was taken, or a journal write failed)."""
+    _link: str = ""
+    """The hash chain's next link (`tether.journal.chain`): the digest of the last entry staged or loaded."""
     _open: _Batch | None = None
     _committer: asyncio.Future[None] | None = None
     _write_now: RowWriter | None = field(init=False)
@@ -92,6 +95,7 @@ class JournalWriter:
 
     def __post_init__(self) -> None:
         self.head = self.durable_head = max(self.index.by_seq, default=0)
+        self._link = link_after([self.index.by_seq[self.head]] if self.head else [])
         self._write_now = writes_without_waiting(self.store)
         rows = issubclass(type(self.store), RowWriting)
         self._rows_writer = cast(RowWriting, self.store).append_rows if rows else None
@@ -144,12 +148,12 @@ class JournalWriter:
             )
         self._fenced()
         seq = self.head + 1
-        claimed = entry.seq
-        entry.seq = seq  # numbered in place: callers hand over a fresh entry
+        claimed, linked = entry.seq, entry.prev
+        entry.seq, entry.prev = seq, self._link  # numbered and chained in place: callers hand over a fresh entry
         try:
-            text = encode_entry(self.run_id, seq, entry)  # a value that is not JSON fails its own caller only
+            text, self._link = encode_linked(self.run_id, seq, entry)  # a value not JSON fails its caller only
         except BaseException:
-            entry.seq = claimed
+            entry.seq, entry.prev = claimed, linked
             raise
         batch = self._open
         if batch is None:

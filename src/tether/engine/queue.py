@@ -21,6 +21,7 @@ from tether.engine.options import RunOptions, durable_options, genesis_entry, ge
 from tether.engine.outcome import DroppedBranch, RunOutcome
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import to_jsonable
+from tether.journal.chain import chained
 from tether.journal.cost import fold_cost
 from tether.journal.keys import args_hash
 from tether.journal.matching import JournalIndex
@@ -92,6 +93,7 @@ async def enqueue(
     else:
         genesis = genesis_entry(clock(), wf.name, args_json, opts)
         genesis.seq = 1
+        chained([], genesis)
     now = clock()
     if meta is None:
         meta = RunMeta(

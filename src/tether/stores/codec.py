@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError
 
 from tether.contracts.entries import ENTRY, JournalEntry, RunMeta, entry_bytes, entry_from_dict
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
+from tether.journal.chain import GENESIS, body_of, broken_link, digest, genesis_link
 
 CHECKSUM_DIGITS = 32
 _MEMBER = b',"checksum":"'
@@ -36,6 +37,13 @@ def checksum(body: bytes) -> str:
 
 def entry_json(entry: JournalEntry, seq: int) -> str:
     """The stored text of an entry: compact JSON with `seq` filled in and the checksum member last."""
+    return linked_json(entry, seq)[0]
+
+
+def linked_json(entry: JournalEntry, seq: int) -> tuple[str, str]:
+    """(the stored text of an entry at `seq`, the link to it: the `prev` of the entry after it).
+
+    One sha256 of the body gives both the checksum (its first digits) and the link."""
     numbered = entry if entry.seq == seq else replace(entry, seq=seq)
     if numbered.unknown and "checksum" in numbered.unknown:  # a loaded entry's own, now stale
         numbered = replace(numbered, unknown={k: v for k, v in numbered.unknown.items() if k != "checksum"})
@@ -47,11 +55,17 @@ def entry_json(entry: JournalEntry, seq: int) -> str:
             f"({exc}); nothing was appended. Journal plain JSON data or pydantic models.",
             kind=entry.kind,
         ) from None
-    return f'{body[:-1].decode()},"checksum":"{checksum(body)}"}}'
+    link = digest(body)
+    return f'{body[:-1].decode()},"checksum":"{link[:CHECKSUM_DIGITS]}"}}', link
 
 
 def encode_entry(run_id: str, seq: int, entry: JournalEntry) -> str:
     """The stored text of `entry` at `seq`, after checking it may sit there (its seq, its ref)."""
+    return encode_linked(run_id, seq, entry)[0]
+
+
+def encode_linked(run_id: str, seq: int, entry: JournalEntry) -> tuple[str, str]:
+    """`encode_entry`, and the link to the entry (`linked_json`)."""
     if entry.seq is not None and entry.seq != seq:
         raise JournalOrderViolation(
             f"journal order: run '{run_id}' expects seq {seq} next but the entry carries seq "
@@ -70,7 +84,7 @@ def encode_entry(run_id: str, seq: int, entry: JournalEntry) -> str:
             seq=seq,
             ref=entry.ref,
         )
-    return entry_json(entry, seq)
+    return linked_json(entry, seq)
 
 
 def number_entries(
@@ -130,8 +144,9 @@ def _verified_body(raw: bytes) -> bytes | None:
     return body if checksum(body).encode() == raw[at + _MEMBER_LEN : n - 2] else None
 
 
-def _verified_bodies(raws: Sequence[bytes | str]) -> list[bytes] | None:
-    """Every entry's bytes without its checksum member, if each has one and it matches; else None.
+def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str]] | None:
+    """Every entry's bytes without its checksum member and its link (`chain.digest`), if each has a
+    checksum and it matches; else None.
 
     `_verified_body` for a whole journal, inlined (one Python loop: this runs for every entry of
     every load).
@@ -139,7 +154,8 @@ def _verified_bodies(raws: Sequence[bytes | str]) -> list[bytes] | None:
     sha256, member, suffix_len, member_len = hashlib.sha256, _MEMBER, _SUFFIX_LEN, _MEMBER_LEN
     digits = CHECKSUM_DIGITS
     bodies: list[bytes] = []
-    append = bodies.append
+    links: list[str] = []
+    append, link = bodies.append, links.append
     for raw in raws:
         if type(raw) is not bytes:
             raw = raw.encode() if isinstance(raw, str) else bytes(raw)
@@ -147,23 +163,37 @@ def _verified_bodies(raws: Sequence[bytes | str]) -> list[bytes] | None:
         if at <= 0 or raw[at : at + member_len] != member or raw[-2:] != b'"}':
             return None
         body = raw[:at] + b"}"
-        if sha256(body).hexdigest()[:digits].encode() != raw[at + member_len : -2]:
+        full = sha256(body).hexdigest()
+        if full[:digits].encode() != raw[at + member_len : -2]:
             return None
         append(body)
-    return bodies
+        link(full)
+    return bodies, links
 
 
 def decode_batch(raws: Sequence[bytes | str], first_seq: int = 1) -> list[JournalEntry] | None:
     """Entries `first_seq`, `first_seq + 1`, ... decoded in one pass, when every one of them carries a
-    matching checksum, validates, and sits at its seq; None otherwise (then decode entry by entry
-    with `EntryDecoder`, which names what is wrong and where)."""
-    bodies = _verified_bodies(raws)
-    entries = None if bodies is None else _decode(bodies)
-    if entries is None:
+    matching checksum, validates, sits at its seq and holds its link of the chain; None otherwise (then
+    decode entry by entry with `EntryDecoder`, which names what is wrong and where)."""
+    verified = _verified_bodies(raws)
+    entries = None if verified is None else _decode(verified[0])
+    if entries is None or verified is None:
         return None
     if list(map(_SEQ, entries)) != list(range(first_seq, first_seq + len(entries))):
         return None
-    return entries
+    return entries if _chain_holds(entries, verified[1], first_seq == 1) else None
+
+
+def _chain_holds(entries: list[JournalEntry], links: list[str], from_genesis: bool) -> bool:
+    """Whether every chained entry links to its predecessor's bytes (an unchained one is not checked here:
+    a raw `store.append` writes one, and `tether verify` reports it)."""
+    expected: str | None = GENESIS if from_genesis else None  # (a batch from mid-journal: its first is unchecked)
+    for entry, link in zip(entries, links, strict=True):
+        prev = entry.prev
+        if prev is not None and expected is not None and prev != expected:
+            return False
+        expected = link
+    return True
 
 
 _SEQ = operator.attrgetter("seq")
@@ -191,6 +221,8 @@ class EntryDecoder:
     def __init__(self, run_id: str | None = None) -> None:
         self.run_id = run_id
         self._checksummed = False
+        self._last: tuple[JournalEntry, bytes] | None = None
+        """The entry parsed before this one and its body: what the next entry's link must hash."""
 
     def parse(self, text: str | bytes, where: str) -> JournalEntry:
         """One stored entry; failure is `JournalCorruptError` (data `unparsable` if not JSON)."""
@@ -209,7 +241,25 @@ class EntryDecoder:
                 pass  # not JSON at all: reported below as unparsable (a torn JSONL tail stays torn)
             else:
                 raise self._corrupt(where, "it has no checksum although earlier entries of this run do")
-        return self._validated(body, where)
+        entry = self._validated(body, where)
+        self._check_link(entry, body, where)
+        return entry
+
+    def _check_link(self, entry: JournalEntry, body: bytes, where: str) -> None:
+        """Refuse an entry whose link (`prev`) does not hash its predecessor, or that drops a chain."""
+        last, self._last = self._last, (entry, body)
+        seq = entry.seq or 0
+        if entry.prev is None:
+            return  # unchained: written before chaining, or by a raw `store.append` (`tether verify` reports it)
+        if last is None:
+            if seq == 1 and entry.prev != GENESIS:
+                raise genesis_link(self.run_id, where)
+            return  # decoding from mid-journal: nothing to check this first link against
+        before, before_body = last
+        # The writer linked to its predecessor as this version encodes it; for entries this version
+        # wrote that is their stored bytes, for an older one's it may not be, so both are accepted.
+        if entry.prev != digest(before_body.strip()) and entry.prev != digest(body_of(before)):
+            raise broken_link(self.run_id, before.seq or 0, seq, where)
 
     def _validated(self, body: bytes, where: str) -> JournalEntry:
         try:

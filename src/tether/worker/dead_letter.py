@@ -17,6 +17,7 @@ from tether.contracts.protocols import LeasableStore, QueueStore
 from tether.contracts.queue import Claim, FinishState
 from tether.engine.lease import LeaseKeeper
 from tether.engine.suspensions import suspension_key
+from tether.journal.chain import chained
 from tether.journal.keys import SETTLE_KEY
 from tether.journal.matching import JournalIndex
 
@@ -62,11 +63,11 @@ async def dead_letter(engine: Engine, store: QueueStore, claim: Claim, max_attem
             "workers": claim.lapsed_by,
         }
         pending = [k for k in (suspension_key(e) for e in index.open_suspensions()) if k]
-        await store.append(run_id, JournalEntry(
+        await store.append(run_id, chained(entries, JournalEntry(
             seq=len(entries) + 1, kind="decision", key=SETTLE_KEY, ordinal=index.next_ordinal("", SETTLE_KEY),
             label="settle", started_at=now,
             value={"decision": "settle", "status": "error", "value": None, "error": error, "pending": pending},
-        ), lease)
+        )), lease)
         await store.finish(claim, "dead", reason)
         if meta is None:
             meta = RunMeta(run_id=run_id, workflow=claim.workflow, created_at=now, updated_at=now)

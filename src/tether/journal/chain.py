@@ -1,0 +1,80 @@
+"""The hash chain: each entry carries the sha256 of its predecessor's stored bytes (`JournalEntry.prev`).
+
+An entry's *body* is its stored text without the checksum member (what the checksum hashes), so the
+digest a link needs is the very hash the checksum is cut from: chaining costs no extra hash on append
+or load. Editing an entry (and recomputing its checksum), deleting, inserting or reordering entries
+breaks the link after the change; the chain vouches for every entry but the newest, which an export
+bundle's signed head (`tether.audit`) or a recorded head vouches for. Every tether writer chains its
+entries; loads check every link an entry carries. An unchained entry (a journal written before entries
+were chained, or a raw `store.append`) still loads, and `tether verify` refuses a run that holds one
+after a chained entry: nothing vouches for the link into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tether.contracts.entries import JournalEntry, entry_bytes
+from tether.contracts.errors import JournalCorruptError
+
+GENESIS = "0" * 64
+"""The `prev` of a run's first entry: nothing precedes it."""
+
+
+class JournalChainError(JournalCorruptError):
+    """A run's hash chain does not hold: an entry was edited, or entries inserted, removed or reordered."""
+
+    code = "journal-chain"
+
+
+def digest(body: bytes) -> str:
+    """The link to an entry: the sha256 hex of its body (its stored bytes without the checksum member)."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def body_of(entry: JournalEntry) -> bytes:
+    """A loaded entry's body as this version encodes it (its stored bytes, for anything it wrote itself)."""
+    if entry.unknown and "checksum" in entry.unknown:  # read by a path that kept the stored member
+        entry = replace(entry, unknown={k: v for k, v in entry.unknown.items() if k != "checksum"} or None)
+    return entry_bytes(entry)
+
+
+def link_after(entries: Sequence[JournalEntry]) -> str:
+    """The `prev` of the entry appended after `entries` (a run's journal, loaded, in seq order)."""
+    return digest(body_of(entries[-1])) if entries else GENESIS
+
+
+def chained(entries: Sequence[JournalEntry], entry: JournalEntry) -> JournalEntry:
+    """`entry` linked to the end of `entries`, for a writer that appends it right after them (its seq set)."""
+    entry.prev = link_after(entries)
+    return entry
+
+
+def relinked(entries: Sequence[JournalEntry]) -> list[JournalEntry]:
+    """Copies of `entries` (seq order, numbered) with every link recomputed: a journal rebuilt elsewhere."""
+    out: list[JournalEntry] = []
+    for entry in entries:
+        out.append(replace(entry, prev=link_after(out)))
+    return out
+
+
+def broken_link(run_id: str | None, before: int, at: int, where: str) -> JournalChainError:
+    """The error for a link that does not hold: seq `before` is the first entry the chain no longer vouches for."""
+    return JournalChainError(
+        f"journal chain broken at seq {before}: {where} records a digest of seq {before} that seq {before}'s "
+        f"bytes do not have, so seq {before} was changed after seq {at} was written, or entries were inserted, "
+        f"removed or reordered between them. Nothing was rewritten; restore the run from a backup or an export "
+        f"bundle (tether verify FILE checks one).",
+        run_id=run_id, seq=before, at=at, why="chain",
+    )
+
+
+def genesis_link(run_id: str | None, where: str) -> JournalChainError:
+    """The error for a first entry whose link is not the genesis (entries before it were removed)."""
+    return JournalChainError(
+        f"journal chain broken at seq 1: {where} links to a predecessor, so the run's first entries were "
+        f"removed and the rest renumbered. Restore the run from a backup or an export bundle.",
+        run_id=run_id, seq=1, at=1, why="chain",
+    )
