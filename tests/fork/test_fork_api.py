@@ -102,3 +102,17 @@ async def test_an_unchanged_fork_replays_everything_for_free(store_url: str) -> 
         await engine.close()
     assert outcome.status == "ok" and fake.calls == 0
     assert outcome.cost.total_usd == 0 and outcome.cost.reused_usd == pytest.approx(source_usd)
+
+
+async def test_a_forks_journal_is_hash_chained_from_its_own_genesis(store_url: str) -> None:
+    from tether.audit.verify import verify_entries
+
+    await _source(store_url)
+    engine = make_engine(store_url, fake_model())
+    try:
+        await engine.fork("src", "chained", chain_workflow(changed=7))
+        entries = await engine.inspect("chained")
+    finally:
+        await engine.close()
+    verify_entries("chained", entries)  # raises on a broken or missing link
+    assert all(e.prev for e in entries)

@@ -26,6 +26,7 @@ from tether.engine.options import (
 )
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import to_jsonable
+from tether.journal.chain import relinked
 from tether.journal.cost import BUDGET_RAISED, ORPHANS_SETTLED, UNPRICED_ALLOWED, decision_name
 from tether.journal.keys import args_hash
 from tether.journal.lineage import FORK_MEMBER, Lineage
@@ -185,9 +186,10 @@ async def plan_fork(
 
 
 async def write_fork(store: JournalStore, plan: ForkPlan) -> None:
-    """Write the fork's journal and meta (a new run id only: an existing run is never overwritten)."""
+    """Write the fork's journal, hash-chained from its genesis, and its meta (a new run id only: an existing run
+    is never overwritten)."""
     if await store.load(plan.run_id) or await store.get_meta(plan.run_id) is not None:
         raise ConfigError(f"run {plan.run_id!r} already exists; a fork needs a new run id (pick another --new-id)",
                           run_id=plan.run_id)
-    await store.append_many(plan.run_id, [dataclasses.replace(e, seq=None) for e in plan.entries])
+    await store.append_many(plan.run_id, relinked(plan.entries))  # chained anew: the fork's own hash chain
     await store.put_meta(plan.meta)
