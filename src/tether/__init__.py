@@ -13,6 +13,7 @@ from tether.agents.tool_budget import (
     ToolUnits,
 )
 from tether.budget.accounts import Account
+from tether.budget.tenant import Budget
 from tether.contracts.errors import (
     AdmissionRejectedError,
     AgentCallError,
@@ -65,6 +66,7 @@ __all__ = [
     "AgentResult",
     "BaseEvent",
     "BranchOutcome",
+    "Budget",
     "BudgetExhaustedError",
     "BudgetHooks",
     "ConfigError",

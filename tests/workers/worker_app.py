@@ -7,7 +7,8 @@ Configured by environment variables, so each worker process can differ:
 - `WORKER_LATENCY` (s, default 0.02), `WORKER_TTL` (lease TTL s, default 60),
   `WORKER_CLOCK_OFFSET` (s added to this process's clock for the engine and the store),
   `WORKER_CAPS` (`queue=cap,...`);
-- `WORKER_REFUSALS`: a file to log each fenced write of this process the database refused.
+- `WORKER_REFUSALS`: a file to log each fenced write of this process the database refused;
+- `WORKER_OUTPUT_PRICE`: USD per million output tokens (default 2.0; the tenant budget tests raise it).
 
 The fake model logs `start <prompt>` when a request is sent and `done <prompt>` once its reply
 completed, one line each, from every process into one file; replies name the answering process.
@@ -32,7 +33,7 @@ from tether.testing import Reply
 OFFSET = float(os.environ.get("WORKER_CLOCK_OFFSET", "0"))
 LATENCY = float(os.environ.get("WORKER_LATENCY", "0.02"))
 LOG = os.environ.get("WORKER_LOG", os.devnull)
-PRICE = tether.Price(input=1.0, output=2.0)
+PRICE = tether.Price(input=1.0, output=float(os.environ.get("WORKER_OUTPUT_PRICE", "2.0")))
 
 
 def clock() -> float:
@@ -91,6 +92,18 @@ async def approval(ctx: tether.Ctx, tag: str) -> dict[str, Any]:
     return {"draft": draft, "verdict": verdict, "final": final}
 
 
+@tether.workflow(name="budgeted")
+async def budgeted(ctx: tether.Ctx, tag: str, n: int = 2) -> list[str]:
+    """`chain` with each call's output capped at 30 tokens, so its worst case is known (the tenant tests)."""
+    return [await ctx.agent(f"{tag} step {i}", max_output_tokens=30) for i in range(n)]
+
+
+@tether.workflow(name="ticked")
+async def ticked(ctx: tether.Ctx) -> str:
+    """One paid agent naming the run: a schedule's tick (the schedule tests count them)."""
+    return str(await ctx.agent(f"tick {ctx.run_id}"))
+
+
 @tether.workflow(name="crasher")
 async def crasher(ctx: tether.Ctx, tag: str) -> str:
     """One paid agent, then the process driving it dies of SIGKILL (no handler, no hand-back), unless
@@ -114,7 +127,7 @@ engine = tether.Engine(
     models=[LoggedModel()],
     routing={"loop": "fake:m"},
     **_NAMED_STORE,
-    workflows=[chain, stamp, approval, crasher],
+    workflows=[chain, stamp, approval, crasher, budgeted, ticked],
     lease_ttl_s=float(os.environ.get("WORKER_TTL", "60")),
     clock=clock,
     queues=_caps(),

@@ -339,7 +339,11 @@ class Dispatcher:
             unsubscribe.append(self.hooks.signal.add_listener(cut.on_ceiling))
         call = self.state.provider_calls
         try:
-            await self.host.record_dispatch(model.ref, est_input, clamp)  # durable before the request leaves
+            try:
+                await self.host.record_dispatch(model.ref, est_input, clamp)  # durable before the request leaves
+            except BudgetExhaustedError as exc:  # a budget across runs cannot cover it: nothing was sent
+                self.state.provider_calls -= 1
+                return TurnResult("error", error=budget_error(exc, stage))
             self.host.emit(ModelStart(call=call, model=model.ref, provider=model.adapter.id, max_tokens=clamp,
                                       stage=stage))
             streamed = await self._consume(model, request, cut)

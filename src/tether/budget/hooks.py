@@ -11,6 +11,7 @@ from tether.budget.accounts import EPSILON, Account, Hold
 from tether.budget.admission import raise_hint
 from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate, ExposureHold
+from tether.budget.tenant import Grant, TenantGate
 from tether.contracts.errors import BudgetExhaustedError, PricingError
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ExposureWait
@@ -70,6 +71,7 @@ class AccountHooks:
         hard: bool = False,
         wait_s: float = DISPATCH_WAIT_S,
         run_id: str = "",
+        tenant: TenantGate | None = None,
     ) -> None:
         self.account = account
         self.run_id = run_id
@@ -109,6 +111,11 @@ class AccountHooks:
         self.binding: Account | None = None
         """The ceiling that bounded the last output clamp (the account, or the tree's tokens)."""
         self._in_flight: ExposureHold | None = None
+        self.tenant = tenant
+        """The run's budgets across runs: every call reserves its worst case on them before it leaves."""
+        self._grants: list[Grant] = []
+        """This invocation's reservations on them not settled yet; the last one is the call being metered."""
+        self._next_grant: Grant | None = None
 
     def price_of(self, ref: str) -> Price | None:
         """The price row of `ref`, looked up once per model (it is asked several times per turn)."""
@@ -325,9 +332,40 @@ class AccountHooks:
         return self.exposure.live_usd() if self.exposure is not None else 0.0
 
     # -- layer 3 -------------------------------------------------------------------------------
+    async def reserve_across_runs(self, served_by: str, est_input: int, max_output: int, what: str) -> None:
+        """Hold this call's worst case (the figure its dispatch record journals) on the run's budgets across
+        runs before it leaves; `BudgetExhaustedError` when a scope cannot cover it (nothing is held then)."""
+        if self.tenant is None:
+            return
+        worst = self.worst_case_usd(served_by, est_input, max_output)
+        if worst is None:
+            if self.allow_unpriced:
+                return  # accepted unpriced: itemized, not counted (as against the run's own ceiling)
+            raise PricingError(
+                f"unpriced model under budgets across runs: {served_by!r} has no price row, so its calls could "
+                f"spend without bound against {self.tenant.budgets[0].describe()}. Price it with "
+                f"Engine(prices={{{served_by!r}: tether.Price(input=..., output=...)}}), or run with "
+                f"allow_unpriced=True to accept it.",
+                model=served_by,
+            )
+        grant = await self.tenant.reserve(worst, what)
+        self._grants.append(grant)
+        self._next_grant = grant
+
+    async def settle_across_runs(self) -> None:
+        """Charge the budgets across runs what this invocation's reserved calls cost (their turns are drawn)."""
+        grants, self._grants = self._grants, []
+        if grants and self.tenant is not None:
+            try:
+                await self.tenant.settle(grants)
+            except BaseException:
+                self._grants = grants + self._grants  # settled later, or charged at worst case once the lease dies
+                raise
+
     def open_call_meter(self, served_by: str) -> Callable[[Usage], None]:
         """Price the call's accumulated usage and debit only the increment (tier-correct live)."""
         self.provider_calls += 1
+        grant, self._next_grant = self._next_grant, None
         price = self.price_of(served_by)
         expected, self._expected = self._expected, None
         est = expected[1] if expected is not None and expected[0] == served_by else 0
@@ -356,6 +394,8 @@ class AccountHooks:
                 return
             self.costs[served_by] = self.costs.get(served_by, 0.0) + inc
             self.undrawn_costs[served_by] = self.undrawn_costs.get(served_by, 0.0) + inc
+            if grant is not None:
+                grant.spent_usd += inc
             self.account.debit(inc)
             left = inc
             for hold in (self.hold, self._worst):  # the reserve first, then the exposure beyond it

@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "tether.cli.tree_command",
     # Added by their own branches; absent ones are skipped, so each lands without touching this file.
     "tether.cli.worker_command",
+    "tether.cli.schedule_commands",
     "tether.cli.serve_command",
     "tether.cli.fork_commands",
     "tether.cli.audit_commands",

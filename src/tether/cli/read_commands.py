@@ -55,6 +55,10 @@ def runs(
                      "-" if budget is None else f"{budget:.2f}", str(m.segments)])
     con = console()
     print_fitted(con, fit(con, columns, rows, wide=wide))
+    for m, _ in found:
+        waiting = (m.model_extra or {}).get("waiting")
+        if m.status == "queued" and waiting:
+            con.print(f"{esc(m.run_id)} waits: {esc(waiting)}")
     if orphans:
         con.print("[dim]orphaned: calls a crash cut off, at their worst case; spent + orphaned counts against the "
                   "budget (tether cost RUN_ID itemizes it)[/dim]")

@@ -39,6 +39,10 @@ class QueuedRun(BaseModel):
     """Higher runs first; equal priorities run oldest first."""
     deadline_s: float | None = None
     """The wall-clock limit each segment a worker drives gets (not durable across segments)."""
+    budgets: list[dict[str, Any]] | None = None
+    """The run's budgets across runs (`Budget.to_json()`): a claim skips it while they cannot cover `reserve_usd`."""
+    reserve_usd: float = 0.0
+    """What the run's budgets must have room for before a worker starts it (its own ceiling, else 0)."""
 
 
 class ClaimRequest(BaseModel):
@@ -106,3 +110,5 @@ class QueueEntry(BaseModel):
     claimed_by: str | None = None
     attempts: int = 0
     error: str | None = None
+    waiting: str | None = None
+    """Why a queued run is not claimed yet (`budget: ...`: its budgets across runs cannot cover it now)."""

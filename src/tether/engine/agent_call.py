@@ -16,8 +16,9 @@ from tether.agents.loop import end_event, run_agent
 from tether.budget.accounts import Hold
 from tether.budget.admission import admit, check_spawn_cap, raise_hint, reserve_usd
 from tether.budget.hooks import AccountHooks, unpriced_refusal
+from tether.budget.tenant import Budget, BudgetLedger, TenantGate
 from tether.contracts.entries import JournalEntry
-from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError
+from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError, TetherError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
 from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
@@ -25,7 +26,7 @@ from tether.engine.agent_result import restore_result
 from tether.engine.checkpoint import checkpoint_key
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
-from tether.engine.options import AgentOptions, check_agent_options
+from tether.engine.options import AgentOptions, check_agent_options, genesis_of
 from tether.engine.orchestrator import spawn_tool
 from tether.engine.outcome import DroppedBranch
 from tether.engine.profiles import NO_PROFILE
@@ -66,6 +67,7 @@ class AgentCall:
     def __init__(self, seg: Segment) -> None:
         self.seg = seg
         self._replay_facts: ReplayFacts | None = None  # built at the first replayed agent
+        self._tenant: TenantGate | bool | None = False  # the budgets across runs, read from the genesis once
         self._lineage = lineage_of(seg.index.entries[:1])  # a fork's model swaps (docs/forks.md)
 
     async def call(
@@ -155,6 +157,7 @@ class AgentCall:
                                                     worktree)
                 terminal = await seg.journal.append(self._terminal(frame, running, result, hooks))
             finally:
+                await self._settle_across_runs(hooks)
                 hooks.release_all()  # after the terminal: the room its dispatches held is reused only after it
                 if token_hold is not None:
                     token_hold.release()
@@ -176,7 +179,33 @@ class AgentCall:
             tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=token_hold,
             allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
             hard=seg.hard_ceiling, wait_s=seg.services.dispatch_wait_s, run_id=seg.run_id,
+            tenant=self._budgets_across_runs(),
         )
+
+    def _budgets_across_runs(self) -> TenantGate | None:
+        """The run's budgets across runs as the genesis fixed them (None: it carries none)."""
+        if self._tenant is False:
+            seg = self.seg
+            genesis = genesis_of(seg.index.entries)
+            stored = genesis.value.get("budgets") if genesis and isinstance(genesis.value, dict) else None
+            store = seg.journal.store
+            self._tenant = None
+            if stored and isinstance(store, BudgetLedger):  # the runner refused other stores before the genesis
+                self._tenant = TenantGate(
+                    store, tuple(Budget.from_json(b) for b in stored), seg.run_id, seg.journal.lease,
+                    on_refused=lambda message, data: seg.root.stop(message, **data),
+                    wait_s=seg.services.dispatch_wait_s, sleep=seg.services.sleep,
+                )
+        return self._tenant if isinstance(self._tenant, TenantGate) else None
+
+    @staticmethod
+    async def _settle_across_runs(hooks: AccountHooks) -> None:
+        """Charge the budgets across runs what the invocation's calls cost, even while it is being cancelled
+        (a settle that cannot be written leaves the reservation to be charged at its worst case)."""
+        if hooks.tenant is None:
+            return
+        with contextlib.suppress(TetherError):
+            await asyncio.shield(hooks.settle_across_runs())
 
     async def _admit(self, frame: Frame, k: str, reserve: float, what: str) -> Hold:
         """Layer 1 as a journaled decision: a refusal is written once and read back on every resume.

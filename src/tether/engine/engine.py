@@ -15,18 +15,27 @@ from ulid import ULID
 
 from tether.budget.admission import LIFETIME_SPAWNS
 from tether.budget.hooks import DISPATCH_WAIT_S
+from tether.budget.tenant import require_ledger
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import ConfigError, JournalSealedError, LeaseHeldError, RunNotFoundError
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
+from tether.contracts.schedules import Schedule
 from tether.engine import queue as run_queue
 from tether.engine.checkpoint import AgentTranscript
 from tether.engine.event_log import EventLog
 from tether.engine.events import EventSink, EventStream
 from tether.engine.handle import RunHandle
 from tether.engine.lease import LeaseKeeper, request_cancel
-from tether.engine.options import ResumeOptions, RunOptions, SegmentOptions, resume_options, segment_options
+from tether.engine.options import (
+    ResumeOptions,
+    RunOptions,
+    SegmentOptions,
+    resume_options,
+    segment_options,
+    stored_options,
+)
 from tether.engine.outcome import RunOutcome
 from tether.engine.profiles import AgentProfile
 from tether.engine.return_types import ReturnTypes
@@ -288,6 +297,31 @@ class Engine:
             await self.store(), self.clock, self._workflow(wf), args, run_id=run_id, queue=queue, priority=priority,
             options=options,
         )
+
+    async def schedule(
+        self,
+        wf: Workflow | Callable[..., Awaitable[Any]] | str,
+        *,
+        cron: str,
+        args: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        **options: Unpack[RunOptions],
+    ) -> Schedule:
+        """Queue `wf` once per tick of `cron` (UTC, by the store's clock), fired by whichever worker looks first.
+
+        Each tick's run is `sched:<name>:<tick>` (so one run per tick however many workers); `name`
+        defaults to the workflow's. Declaring the same schedule again changes nothing (docs/workers.md).
+        """
+        from tether.worker.schedules import add_schedule, schedule_store
+
+        flow = self._workflow(wf)
+        opts = segment_options(options, "schedule()")
+        store = await self.store()
+        require_ledger(store, opts.budgets)
+        return await add_schedule(schedule_store(store, "engine.schedule()"), name or flow.name, flow.name, cron,
+                                  args, queue, priority, stored_options(opts))
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunOutcome:  # noqa: ASYNC109 (the named API)
         """The outcome of `run_id` once it settles, wherever it is driven (`TimeoutError` after `timeout` s).

@@ -91,6 +91,9 @@ class EngineLoopHost:
         If the process dies before the call settles, the provider may still bill it; a resume charges
         it at this worst case (`CostReport.orphaned_usd`), so every later ceiling check counts it.
         """
+        if not self.seg.dry_run:  # budgets across runs first: a refusal leaves nothing dispatched or journaled
+            await self.hooks.reserve_across_runs(served_by, est_input, max_output,
+                                                 f"call {self.dispatched + 1} of agent #{self.running.agent_id}")
         self.dispatched += 1
         self.hooks.expect_input(served_by, est_input)
         if self.seg.dry_run:
@@ -114,6 +117,7 @@ class EngineLoopHost:
         if drawn:
             self.undrawn_from = self.dispatched + 1
             self.hooks.settle_dispatches()  # the draw is staged: what its dispatches held may be reused
+            await self.hooks.settle_across_runs()
 
     async def save_checkpoint(self, state: LoopState) -> None:
         """Checkpoint the turn: the messages it added (one chunk), then the small head that names them."""

@@ -13,6 +13,7 @@ from typing import Any, cast, get_args
 
 from ulid import ULID
 
+from tether.budget.tenant import require_ledger
 from tether.contracts.entries import SETTLED_STATUSES, JournalEntry, Lease, MetaStatus, RunMeta, RunStatus
 from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.contracts.protocols import JournalStore, QueueStore
@@ -68,6 +69,7 @@ async def enqueue(
     _check_queue(queue, priority)
     opts = segment_options(options, "enqueue()")
     store = queue_store(store, "enqueue()")
+    require_ledger(store, opts.budgets)
     run_id = run_id or str(ULID())
     args_json = to_jsonable(dict(args or {}), what="workflow args")
     entries = await store.load(run_id)
@@ -102,7 +104,9 @@ async def enqueue(
         )
     else:
         meta = meta.model_copy(update={"status": "queued", "updated_at": now})
-    run = QueuedRun(run_id=run_id, workflow=wf.name, queue=queue, priority=priority, deadline_s=opts.deadline_s)
+    budgets = [b.to_json() for b in opts.budgets] if opts.budgets else None
+    run = QueuedRun(run_id=run_id, workflow=wf.name, queue=queue, priority=priority, deadline_s=opts.deadline_s,
+                    budgets=budgets, reserve_usd=opts.ceiling or 0.0)
     await store.enqueue(run, meta, genesis)
     return run_id
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
 from tether.budget.exposure import ExposureGate
+from tether.budget.tenant import require_ledger
 from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, Lease, RunMeta, RunStatus
 from tether.contracts.errors import (
     BudgetExhaustedError,
@@ -127,6 +128,7 @@ async def _drive(
         genesis = genesis_of(entries)
         asked = opts
         opts = durable_options(run_id, opts, genesis, index.decision_entries)
+        require_ledger(store, opts.budgets)  # before anything is written
         budget = opts.ceiling
         relaxed = relaxations(services.clock, run_id, asked, opts, genesis, budget, index)
         if opts.raise_budget_usd is not None:

@@ -19,6 +19,8 @@ from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import LeaseHeldError
 from tether.contracts.queue import Claim, ClaimRequest, FinishState, QueuedRun, QueueEntry
 from tether.stores.codec import number_entries
+from tether.stores.postgres_budgets import PostgresBudgets, budget_statements
+from tether.stores.postgres_schedules import PostgresSchedules, schedule_statements
 from tether.stores.postgres_sql import notify_channel
 
 _RECONNECT_S = (0.1, 5.0)  # backoff bounds of the LISTEN connection
@@ -164,8 +166,9 @@ class Listener:
             self._task = None
 
 
-class PostgresQueue:
-    """The `QueueStore` half of `PostgresStore` (which supplies the connection and fencing helpers)."""
+class PostgresQueue(PostgresBudgets, PostgresSchedules):
+    """The `QueueStore` half of `PostgresStore` (which supplies the connection and fencing helpers), with the
+    budgets across runs and the schedules that live beside the queue."""
 
     conninfo: str
     channel: str
@@ -174,6 +177,8 @@ class PostgresQueue:
 
     def __init__(self) -> None:
         self._sql.update(queue_statements(self.schema))  # the store set its schema and statements first
+        self._sql.update(budget_statements(self.schema))
+        self._sql.update(schedule_statements(self.schema))
         self._listener: Listener | None = None
         self._claimed: dict[str, int] = {}
         """Run id -> claim id of the claims this store handed out and nobody finished yet."""
@@ -193,7 +198,7 @@ class PostgresQueue:
         text = None if genesis is None else number_entries(run.run_id, 0, [genesis])[0][1]
         params = (
             run.run_id, run.queue, run.priority, run.workflow, run.deadline_s, meta.created_at,
-            meta.model_dump_json(), text,
+            meta.model_dump_json(), text, None if not run.budgets else json.dumps(run.budgets), run.reserve_usd,
         )
         ((outcome,),) = await self._fetch("enqueue", params)
         if outcome == "exists":
@@ -292,7 +297,7 @@ class PostgresQueue:
         if not rows:
             return None
         names = ("run_id", "queue", "workflow", "priority", "state", "enqueued_at", "claim_id", "claimed_by",
-                 "attempts", "error")
+                 "attempts", "error", "waiting")
         return QueueEntry.model_validate(dict(zip(names, rows[0], strict=True)))
 
     async def subscribe(self, topics: Sequence[str]) -> Subscription:

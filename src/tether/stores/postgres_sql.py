@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 
-SCHEMA_VERSION = 3
+from tether.stores.postgres_budgets import BUDGET_FUNCTIONS, BUDGET_TABLES
+from tether.stores.postgres_schedules import SCHEDULE_TABLES
+
+SCHEMA_VERSION = 4
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS {s}.entries (
@@ -202,7 +205,7 @@ END $fn$""",
     """
 CREATE OR REPLACE FUNCTION {s}.enqueue(p_run text, p_queue text, p_priority integer, p_workflow text,
                                        p_deadline double precision, p_created double precision, p_meta text,
-                                       p_genesis text)
+                                       p_genesis text, p_budgets jsonb, p_reserve double precision)
 RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -223,8 +226,8 @@ BEGIN
   END IF;
   INSERT INTO {s}.meta (run_id, created_at, status, json) VALUES (p_run, p_created, 'queued', p_meta)
     ON CONFLICT (run_id) DO UPDATE SET status = 'queued', json = EXCLUDED.json;
-  INSERT INTO {s}.queue (run_id, queue, priority, workflow, deadline_s, state, enqueued_at)
-    VALUES (p_run, p_queue, p_priority, p_workflow, p_deadline, 'queued', t);
+  INSERT INTO {s}.queue (run_id, queue, priority, workflow, deadline_s, state, enqueued_at, budgets, reserve_usd)
+    VALUES (p_run, p_queue, p_priority, p_workflow, p_deadline, 'queued', t, p_budgets, COALESCE(p_reserve, 0));
   PERFORM pg_notify({channel}, 'q:' || p_queue);
   RETURN 'queued';
 END $fn$""",
@@ -246,6 +249,7 @@ BEGIN
   FOR i IN 1 .. COALESCE(array_length(p_done, 1), 0) LOOP
     PERFORM {s}.finish(p_done[i], p_done_claims[i], p_done_states[i], p_done_errors[i], p_done_epochs[i]);
   END LOOP;
+  PERFORM {s}.budget_sweep(t);  -- holds of runs whose lease died are charged, so they block nobody for good
   FOR r IN
     SELECT c.run_id FROM {s}.queue c
      WHERE c.state = 'claimed' AND c.claimed_until < t AND c.queue = ANY (p_queues)
@@ -274,14 +278,18 @@ BEGIN
     END IF;
     CONTINUE WHEN free <= 0;
     FOR r IN
-      SELECT c.run_id FROM {s}.queue c
+      SELECT c.run_id, c.waiting FROM {s}.queue c
        WHERE c.queue = p_queues[i] AND c.state = 'queued' AND c.workflow = ANY (p_workflows)
          AND NOT EXISTS (SELECT 1 FROM {s}.leases l WHERE l.run_id = c.run_id AND l.expires_at >= t)
+         AND (c.budgets IS NULL OR {s}.budget_blocks(c.budgets, c.reserve_usd, t) IS NULL)
        ORDER BY c.priority DESC, c.enqueued_at, c.run_id
        LIMIT free FOR UPDATE OF c SKIP LOCKED
     LOOP
+      IF r.waiting IS NOT NULL THEN
+        UPDATE {s}.meta SET json = (json::jsonb - 'waiting')::text WHERE run_id = r.run_id;
+      END IF;
       UPDATE {s}.queue c SET state = 'claimed', claim_id = c.claim_id + 1, claimed_by = p_worker,
-             claimed_until = t + p_ttl, attempts = c.attempts + 1
+             claimed_until = t + p_ttl, attempts = c.attempts + 1, waiting = NULL
        WHERE c.run_id = r.run_id
        RETURNING c.run_id, c.queue, c.workflow, c.claim_id, c.deadline_s, c.attempts
             INTO o_run, o_queue, o_workflow, o_claim, o_deadline, o_attempts;
@@ -291,6 +299,19 @@ BEGIN
       left_ := left_ - 1;
     END LOOP;
   END LOOP;
+  IF left_ > 0 THEN  -- room left: say why the runs a budget holds back wait (written once per reason)
+    FOR r IN
+      SELECT c.run_id, {s}.budget_blocks(c.budgets, c.reserve_usd, t) AS why FROM {s}.queue c
+       WHERE c.state = 'queued' AND c.budgets IS NOT NULL AND c.queue = ANY (p_queues)
+         AND c.workflow = ANY (p_workflows)
+    LOOP
+      CONTINUE WHEN r.why IS NULL OR r.why IS NOT DISTINCT FROM (SELECT q.waiting FROM {s}.queue q
+                                                                  WHERE q.run_id = r.run_id);
+      UPDATE {s}.queue q SET waiting = r.why WHERE q.run_id = r.run_id AND q.state = 'queued';
+      UPDATE {s}.meta SET json = jsonb_set(json::jsonb, '{{waiting}}', to_jsonb(r.why))::text
+       WHERE run_id = r.run_id;
+    END LOOP;
+  END IF;
 END $fn$""",
     # finish: only the current claim may report; handing back re-queues and wakes the queue. `p_epoch` is
     # the driver's lease, released here (whatever became of the claim) when its release was left to the finish.
@@ -356,8 +377,9 @@ def schema_statements(schema: str) -> list[str]:
     """Every DDL statement that brings `schema` to `SCHEMA_VERSION` (each safe to run again)."""
     s = f'"{schema}"'
     literals = {"s": s, "channel": f"'{notify_channel(schema)}'", "schema": f"'{schema}'"}
-    tables = [stmt for stmt in _TABLES.format(s=s).split(";") if stmt.strip()]
-    functions = [fn.format(**literals) for fn in _FUNCTIONS]
+    tables = [stmt for text in (_TABLES, BUDGET_TABLES, SCHEDULE_TABLES)
+              for stmt in text.format(s=s).split(";") if stmt.strip()]
+    functions = [fn.format(**literals) for fn in (*BUDGET_FUNCTIONS, *_FUNCTIONS)]
     version = [f"DELETE FROM {s}.version", f"INSERT INTO {s}.version (v) VALUES ({SCHEMA_VERSION})"]
     return [f"CREATE SCHEMA IF NOT EXISTS {s}", *tables, *functions, *version]
 
@@ -387,11 +409,11 @@ def statements(schema: str) -> dict[str, str]:
         f" FROM {s}.leases WHERE run_id = %s",
         "delete": f"SELECT {s}.delete_run(%s::text)",
         "enqueue": f"SELECT {s}.enqueue(%s::text, %s::text, %s::integer, %s::text, %s::float8, %s::float8,"
-        f" %s::text, %s::text)",
+        f" %s::text, %s::text, %s::jsonb, %s::float8)",
         "claim": f"SELECT * FROM {s}.claim(%s::text, %s::text[], %s::integer[], %s::text[], %s::integer,"
         f" %s::float8, %s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint[])",
         "finish": f"SELECT {s}.finish(%s::text, %s::bigint, %s::text, %s::text, %s::bigint)",
         "requeue": f"SELECT * FROM {s}.requeue(%s::text, {lease_args})",
         "queue_get": f"SELECT run_id, queue, workflow, priority, state, enqueued_at, claim_id, claimed_by,"
-        f" attempts, error FROM {s}.queue WHERE run_id = %s",
+        f" attempts, error, waiting FROM {s}.queue WHERE run_id = %s",
     }

@@ -36,8 +36,10 @@ from tether.contracts.queue import (
     FinishState,
     queue_topic,
 )
+from tether.contracts.schedules import ScheduleStore
 from tether.engine.queue import queue_store
 from tether.worker.dead_letter import dead_letter, dead_letter_reason
+from tether.worker.schedules import fire_due
 
 if TYPE_CHECKING:
     from tether.engine.engine import Engine
@@ -106,6 +108,8 @@ class Worker:
         """Claims let go of since the last claim round trip, reported with the next one."""
         self._handing_back = False
         self._turn = 0
+        self._schedules_at = 0.0
+        """When (this loop's clock) to look for due schedule ticks next."""
 
     def health(self, store: QueueStore) -> str:
         """The line a worker prints when it is ready: who, what it serves, and where."""
@@ -129,6 +133,7 @@ class Worker:
             while not stop.is_set():
                 wakeups.clear()
                 self._freed.clear()
+                await self._fire_schedules(store)
                 room = self.concurrency - len(self._tasks)
                 if room > 0 or self._finished:
                     claims = await self._claim(store, room)
@@ -175,15 +180,30 @@ class Worker:
             except TetherError as exc:
                 self._log(f"run {f.claim.run_id}: could not report {f.state} ({exc.message}); its claim lapses instead")
 
+    async def _fire_schedules(self, store: QueueStore) -> None:
+        """Queue the due ticks of the schedules of this worker's workflows, at most once per poll (or at the tick)."""
+        loop = asyncio.get_running_loop()
+        if not isinstance(store, ScheduleStore) or loop.time() < self._schedules_at:
+            return
+        try:
+            left = await fire_due(self.engine, store, sorted(self.engine.workflows), self._log)
+        except TetherError as exc:
+            self._log(f"worker {self.id}: firing schedules failed, will retry: {exc.message}")
+            left = None
+        # the tick's own moment (by the store's clock) when it comes before the next poll
+        self._schedules_at = loop.time() + (self.poll_s if left is None else max(0.01, min(self.poll_s, left)))
+
     async def _idle(self, wakeups: Wakeups, stop: asyncio.Event) -> None:
-        """Until new work is announced, a run frees a slot, `stop` is set, or the poll interval passes."""
+        """Until new work is announced, a run frees a slot, `stop` is set, or the poll interval passes (or a
+        schedule's tick is due)."""
+        timeout = max(0.0, min(self.poll_s, self._schedules_at - asyncio.get_running_loop().time()))
         waiters = [
-            asyncio.ensure_future(wakeups.wait(self.poll_s)),
+            asyncio.ensure_future(wakeups.wait(timeout)),
             asyncio.ensure_future(self._freed.wait()),
             asyncio.ensure_future(stop.wait()),
         ]
         try:
-            await asyncio.wait(waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for w in waiters:
                 w.cancel()

@@ -1,0 +1,194 @@
+"""Budgets across runs: `tether.Budget`, the ledger protocol a store implements, and one segment's gate.
+
+A `Budget(usd=5.0, window="day", scope="tenant:acme")` attached to runs bounds what every run carrying
+that scope spends, together, in each window, across every worker sharing the store. Each provider call
+reserves its priced worst case (the figure its dispatch record journals) in the store before it leaves,
+and settles to what it cost once its turn is drawn; a reservation whose run's lease died is charged at
+its worst case by the store. docs/budgets.md ("Budgets across runs") has the long form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
+
+from tether.contracts.entries import Lease
+from tether.contracts.errors import BudgetExhaustedError, ConfigError
+
+Window = Literal["day", "hour"]
+WINDOWS: tuple[Window, ...] = get_args(Window)
+_WINDOW_S = {"day": 86_400.0, "hour": 3_600.0}
+_WAIT_S = (0.05, 0.5)  # a reservation that must wait for others to settle polls from 50 ms up to 0.5 s
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """USD that every run carrying `scope` may spend together per `window` (UTC day or hour; None: ever)."""
+
+    usd: float
+    window: Window | None = None
+    scope: str = "default"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.usd, bool) or not isinstance(self.usd, int | float) or not math.isfinite(self.usd) \
+                or self.usd < 0:
+            raise ConfigError(f"Budget.usd must be a USD amount >= 0, got {self.usd!r}")
+        if self.window is not None and self.window not in WINDOWS:
+            raise ConfigError(f"Budget.window must be 'day', 'hour' or None, got {self.window!r}")
+        if not isinstance(self.scope, str) or not self.scope.strip() or len(self.scope) > 200:
+            raise ConfigError(f"Budget.scope must be a non-empty name of at most 200 characters, got {self.scope!r}")
+
+    def window_start(self, now: float) -> float:
+        """The start of the window `now` falls in (0 for a budget without a window)."""
+        span = _WINDOW_S.get(self.window or "")
+        return 0.0 if span is None else math.floor(now / span) * span
+
+    def describe(self) -> str:
+        per = f" per {self.window} (UTC)" if self.window else ""
+        return f"{self.usd:.4f} USD{per} for scope {self.scope!r}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usd": float(self.usd), "window": self.window, "scope": self.scope}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Budget:
+        if not isinstance(value, dict):
+            raise ConfigError(f"a stored budget must be an object with usd, window and scope, got {value!r}")
+        return cls(usd=value.get("usd"), window=value.get("window"), scope=value.get("scope"))  # type: ignore[arg-type]
+
+
+def check_budgets(value: Any) -> tuple[Budget, ...] | None:
+    """`budgets=` as a tuple of `Budget`s (None: none); one budget per scope and window."""
+    if value is None:
+        return None
+    if isinstance(value, Budget) or not isinstance(value, Iterable) or isinstance(value, str | bytes | dict):
+        raise ConfigError(f"budgets must be a list of tether.Budget, got {type(value).__name__}")
+    out = tuple(value)
+    for b in out:
+        if not isinstance(b, Budget):
+            raise ConfigError(f"budgets must be a list of tether.Budget, got an item of type {type(b).__name__}")
+    keys = [(b.scope, b.window) for b in out]
+    if len(set(keys)) != len(keys):
+        raise ConfigError("budgets names the same scope and window twice; give each (scope, window) one Budget")
+    return out or None
+
+
+def window_iso(start: float) -> str:
+    return datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveAnswer:
+    """What the ledger said to one reservation: `ok` (held, `ids`), `wait` (others' holds are in the way)
+    or `refused` (even with nothing held the window cannot cover it), with the scope's figures."""
+
+    outcome: Literal["ok", "wait", "refused"]
+    ids: tuple[int, ...] = ()
+    scope: str | None = None
+    window_start: float = 0.0
+    charged_usd: float = 0.0
+    held_usd: float = 0.0
+    limit_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeUsage:
+    """One scope's window as the ledger holds it: what was charged and what reservations hold now."""
+
+    scope: str
+    window_start: float
+    charged_usd: float
+    held_usd: float
+
+
+@runtime_checkable
+class BudgetLedger(Protocol):
+    """A store that holds reservations against budgets across runs (PostgreSQL)."""
+
+    async def budget_reserve(self, run_id: str, lease: Lease | None, budgets: Sequence[Budget], usd: float,
+                             what: str) -> ReserveAnswer:
+        """Hold `usd` on every budget's current window (all or none), judged by the store's clock."""
+
+    async def budget_settle(self, charges: Sequence[tuple[int, float]]) -> None:
+        """Charge each reservation id what its call cost (also after the store reclaimed it), in one write."""
+
+    async def budget_usage(self, scope: str | None = None) -> list[ScopeUsage]:
+        """Every window of `scope` (or of every scope), newest first."""
+
+
+def require_ledger(store: object, budgets: Sequence[Budget] | None) -> None:
+    """`ConfigError` before anything is written when a run carries budgets its store cannot hold."""
+    if budgets and not isinstance(store, BudgetLedger):
+        raise ConfigError(
+            f"budgets= (across runs) need a store every run and worker shares, and {type(store).__name__} holds "
+            f"none; use a PostgreSQL store (store='postgresql://user@host:5432/db'), or bound this run alone "
+            f"with budget_usd=.",
+            store=type(store).__name__,
+        )
+
+
+@dataclass(slots=True)
+class Grant:
+    """One call's reservation: the ledger's ids, the worst case held, and what the call has spent so far."""
+
+    ids: tuple[int, ...]
+    worst_usd: float
+    spent_usd: float = 0.0
+
+
+@dataclass
+class TenantGate:
+    """One segment's side of its budgets across runs: reserve before a call leaves, settle after it is drawn."""
+
+    ledger: BudgetLedger
+    budgets: tuple[Budget, ...]
+    run_id: str
+    lease: Lease | None
+    on_refused: Callable[[str, dict[str, Any]], None]
+    """Records the refusal on the run's account, so the run settles `exhausted` saying why."""
+    wait_s: float = 120.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    async def reserve(self, worst_usd: float, what: str) -> Grant:
+        """Hold `worst_usd` on every budget, waiting (up to `wait_s`) while other calls' holds are in the way;
+        `BudgetExhaustedError` when the window cannot cover it."""
+        began, pause = time.monotonic(), _WAIT_S[0]
+        while True:
+            answer = await self.ledger.budget_reserve(self.run_id, self.lease, self.budgets, worst_usd, what)
+            if answer.outcome == "ok":
+                return Grant(ids=answer.ids, worst_usd=worst_usd)
+            waited = time.monotonic() - began
+            if answer.outcome == "refused" or waited + pause > self.wait_s:
+                raise self._refusal(answer, worst_usd, what, waited)
+            await self.sleep(pause)
+            pause = min(pause * 2, _WAIT_S[1])
+
+    def _refusal(self, answer: ReserveAnswer, worst: float, what: str, waited: float) -> BudgetExhaustedError:
+        budget = next((b for b in self.budgets if b.scope == answer.scope), None)
+        window = f" in its {budget.window} window from {window_iso(answer.window_start)}" if budget and \
+            budget.window else ""
+        left = max(0.0, answer.limit_usd - answer.charged_usd)
+        why = (f"other runs' calls in flight hold {answer.held_usd:.4f} and none settled within {waited:.0f} s"
+               if answer.outcome == "wait" else "it cannot fit until the window rolls over" if window else
+               "it never will: the scope has no window")
+        message = (
+            f"budget exhausted: scope {answer.scope!r} has charged {answer.charged_usd:.4f} of "
+            f"{answer.limit_usd:.4f} USD{window} across its runs; {what} of run {self.run_id!r} needs up to "
+            f"{worst:.4f} (its worst case) and {left:.4f} is left, so it was refused ({why}). Raise the scope's "
+            f"Budget(usd=...) for new runs, wait for the next window, or lower max_output_tokens= for cheaper calls."
+        )
+        data = {"scope": answer.scope, "charged": answer.charged_usd, "held": answer.held_usd,
+                "limit": answer.limit_usd, "reserve": worst, "remaining": left, "what": what}
+        self.on_refused(message, data)
+        return BudgetExhaustedError(message, run_id=self.run_id, account=answer.scope, **data)
+
+    async def settle(self, grants: Sequence[Grant]) -> None:
+        """Charge each call what it cost (its turn is drawn, or its invocation ended): one store write."""
+        charges = [(i, g.spent_usd) for g in grants for i in g.ids]
+        if charges:
+            await self.ledger.budget_settle(charges)
