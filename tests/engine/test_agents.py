@@ -153,6 +153,10 @@ async def test_an_approval_suspends_the_run_and_resumes_the_same_turn(tmp_path: 
     first = await engine.run(ship, run_id="r")
     assert first.status == "suspended" and len(first.pending) == 1 and executed == []
     calls = model.calls
+    for typo in ("alow", "Allow", "yes", True, {"decision": "allow"}):  # only allow or deny, from any caller
+        with pytest.raises(tether.InvalidResolutionError, match="exactly 'allow' or 'deny'"):
+            await engine.resolve_external("r", first.pending[0], typo)
+    assert (await engine.run_meta("r")).status == "suspended" and executed == []  # nothing was journaled
     assert await engine.resolve_external("r", first.pending[0], "allow")
     done = await engine.resume("r", ship)
     assert done.status == "ok" and done.value == "done: deployed 3"

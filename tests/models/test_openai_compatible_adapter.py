@@ -183,3 +183,24 @@ def test_factory_builds_a_chat_model_every_time() -> None:
         model = tether.models.openai_compatible("ollama", BASE)
         assert isinstance(model, OpenAICompatibleModel) and isinstance(model, ChatModel)
         assert (model.id, model.family) == ("ollama", "openai-compatible")
+
+
+async def test_a_server_that_cannot_be_reached_is_named_with_its_url_and_no_credentials() -> None:
+    """A transport error says where it failed to connect (issue 33): the URL, without its user:password or query."""
+    import socket
+
+    from tether.contracts.messages import ChatRequest, Message
+    from tether.contracts.stream import StreamError
+    from tether.models import openai_compatible
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = openai.AsyncOpenAI(base_url=f"http://gateway-user:s3cret-pw@127.0.0.1:{port}/v1", api_key="k",
+                                max_retries=0)
+    model = openai_compatible("local", base_url=f"http://127.0.0.1:{port}/v1", client=client)
+    events = [e async for e in model.stream(ChatRequest(model="m", messages=(Message.text("user", "hi"),)))]
+    (error,) = [e for e in events if isinstance(e, StreamError)]
+    assert error.kind == "transport" and error.retryable
+    assert f"127.0.0.1:{port}/v1/chat/completions" in error.message, error.message
+    assert "s3cret-pw" not in error.message and "gateway-user" not in error.message

@@ -67,10 +67,21 @@ class ExternalSchema:
             ) from None
 
 
+APPROVAL_VALUES = ("allow", "deny")
+"""The only values a new resolution of a tool approval may carry (journals written before this rule are
+read as they were: see `loop_host.is_allow`)."""
+
+
 def check_resolution(target: JournalEntry, value: Any, live: ExternalSchema | None, *, run_id: str) -> Any:
     """The JSON form of `value` to journal for `target`, or `InvalidResolutionError` (nothing written)."""
     key = str(target.value.get("key") if isinstance(target.value, dict) else target.label)
     data = to_jsonable(value, what=f"the value for {key!r}")
+    if target.kind == "approval" and data not in APPROVAL_VALUES:
+        raise InvalidResolutionError(
+            f"invalid value for {key!r} of run {run_id!r}: a tool approval takes exactly 'allow' or 'deny', "
+            f"got {data!r}. Nothing was journaled; the approval stays open.",
+            run_id=run_id, key=key, accepted=list(APPROVAL_VALUES),
+        )
     spec = live or stored_schema(target)
     if spec is None:
         return data

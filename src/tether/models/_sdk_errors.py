@@ -226,9 +226,10 @@ def error_from_exception(
     """Any exception an SDK (or its HTTP client) raised, as the stream's typed error event."""
     if isinstance(exc, connection_errors) or _is_network_error(exc):
         detail = redact_secrets(str(exc) or type(exc).__name__)
+        url = _request_url(exc)
         return StreamError(
             kind="transport",
-            message=f"{provider} connection failed: {detail}",
+            message=f"{provider} connection failed{f' ({url})' if url else ''}: {detail}",
             retryable=True,
         )
     status = getattr(exc, "status_code", None)
@@ -252,6 +253,25 @@ def error_from_exception(
         kind="terminal",
         message=f"{provider} adapter failed: {type(exc).__name__}: {redact_secrets(str(exc))}",
     )
+
+
+def _request_url(exc: BaseException) -> str | None:
+    """The URL the failed request went to (the SDKs' connection errors carry their `httpx` request), with
+    any credentials in it masked: a query-string key or a `user:password@` part."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # the error itself, or what it was raised from
+        if seen is None:
+            return None
+        try:
+            request = getattr(seen, "request", None)
+        except RuntimeError:  # httpx raises when an error has no request attached
+            request = None
+        url = getattr(request, "url", None) if request is not None else None
+        if url is not None:
+            bare = url.copy_with(query=None, username=None, password=None) if hasattr(url, "copy_with") else url
+            return redact_secrets(str(bare))
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _is_network_error(exc: BaseException) -> bool:
