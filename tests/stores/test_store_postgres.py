@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tether.contracts.entries import JournalEntry, RunMeta
-from tether.contracts.errors import ConfigError, LeaseHeldError
+from tether.contracts.errors import ConfigError, LeaseHeldError, StoreUnavailableError
 from tether.contracts.queue import ClaimRequest, QueuedRun, queue_topic, settled_topic
 from tether.stores.postgres import PostgresStore
 from tether.testing.store_kit import NO_SUCH_PID, entry, owner
@@ -45,9 +45,9 @@ async def test_a_second_store_opening_the_same_schema_is_harmless(
         await s.close()
 
 
-async def test_an_unreachable_server_is_a_config_error_without_the_password() -> None:
+async def test_an_unreachable_server_is_store_unavailable_without_the_password() -> None:
     store = PostgresStore("postgresql://user:s3cret@127.0.0.1:1/nowhere")
-    with pytest.raises(ConfigError, match="cannot connect") as caught:
+    with pytest.raises(StoreUnavailableError, match="cannot connect") as caught:
         await store.load("r")
     assert "s3cret" not in str(caught.value)
     await store.close()

@@ -149,7 +149,7 @@ class PostgresStore(PostgresQueue):
             conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
             why = " ".join(str(exc).split()).rstrip(".?")
-            raise ConfigError(
+            raise StoreUnavailableError(
                 f"cannot connect to the PostgreSQL store {redact(self.dsn)}: {why}. "
                 f"Check the store URL and that the server is up.",
                 dsn=redact(self.dsn),
