@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from store_multiproc import assert_interleaved, run_writers
 
 from tether.contracts.entries import JournalEntry
-from tether.contracts.errors import ConfigError, JournalCorruptError
+from tether.contracts.errors import ConfigError, JournalCorruptError, StoreUnavailableError
 from tether.stores.jsonl import JsonlStore
 from tether.testing.store_kit import entry
 
@@ -155,3 +155,10 @@ def test_a_crash_at_any_byte_loses_at_most_the_torn_line(tmp_path: Path, cut: in
         _assert_well_formed(path)
 
     asyncio.run(scenario())
+
+
+def test_a_directory_that_cannot_be_created_is_store_unavailable_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreUnavailableError, match=r"cannot use .*a-file/journals as a JSONL store"):
+        JsonlStore(blocker / "journals")

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.errors import JournalCorruptError
+from tether.contracts.errors import JournalCorruptError, StoreUnavailableError
 from tether.stores.codec import (
     EntryDecoder,
     check_rows,
@@ -159,7 +159,14 @@ class JsonlStore:
         self, dir: str | Path, *, fsync: bool = False, clock: Callable[[], float] = time.time
     ) -> None:
         self.dir = Path(dir).absolute()  # a later chdir must not move the journals
-        (self.dir / "blobs").mkdir(parents=True, exist_ok=True)
+        try:
+            (self.dir / "blobs").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"cannot use {self.dir} as a JSONL store: {exc.strerror or exc}. Give a directory this process "
+                f"can create and write (jsonl:///path/to/dir).",
+                path=str(self.dir),
+            ) from None
         self._fsync = fsync
         self._clock = clock
         # run_id -> (inode, size, last seq) as this instance last wrote it; saves a tail read.
