@@ -237,6 +237,14 @@ async def test_pydantic_ai_usage_limits_still_stop_the_run_and_replay_as_the_sam
             return f"limited: {exc}"
         return "finished"
 
+    @tether.workflow(name="capped")
+    async def capped_weather(ctx: tether.Ctx) -> str:
+        try:
+            await tpai.run(ctx, agent, "Weather in Paris?", max_turns=1)
+        except UsageLimitExceeded as exc:
+            return f"limited: {exc}"
+        return "finished"
+
     engine = engine_for(fake, tmp_path)
     out = await engine.run(weather, {"limits": {"request_limit": 2}}, run_id="req", budget_usd=1.0)
     assert out.status == "ok" and out.value.startswith("limited: ") and "request_limit of 2" in out.value
@@ -249,6 +257,12 @@ async def test_pydantic_ai_usage_limits_still_stop_the_run_and_replay_as_the_sam
     assert len(fake.requests) == 4  # the second request's 25 output tokens passed 40
     tree = await engine.agent_tree("tok")
     assert [(a.status, a.provider_calls) for a in tree.agents] == [("limit", 2)]
+
+    # tether's max_turns stops it the same way (a usage limit, before the request)
+    turns = await engine.run(weather, {"limits": {}}, run_id="turns", budget_usd=1.0)
+    assert turns.value == "finished"
+    capped = await engine.run(capped_weather, run_id="capped", budget_usd=1.0)
+    assert capped.value.startswith("limited: max_turns=1 model turns reached") and len(fake.requests) == 8
 
     # pydantic-ai's own cost_limit sees tether's prices; it compares what was spent, after the fact
     spent = await engine.run(weather, {"limits": {"cost_limit": 0.03}}, run_id="usd", budget_usd=1.0)

@@ -117,6 +117,7 @@ class ForeignSession:
         self._ordinals: dict[str, int] = {}
         self._next_ordinal = 0
         self._saving = asyncio.Lock()
+        self._tools: dict[bytes, Tool] = {}  # request-only tools by their spec: built (and checked) once
         self.max_turns: int | None = None
         """Turns allowed before the invocation settles `limit` (None: the driving framework's own limits)."""
 
@@ -137,7 +138,7 @@ class ForeignSession:
         self._guard()
         state = self.state
         spec = replace(
-            self.spec, system=system, tools=[_spec_tool(t) for t in tools], output=output,
+            self.spec, system=system, tools=[self._spec_tool(t) for t in tools], output=output,
             tool_choice=None if tool_choice == "auto" else tool_choice,
             max_output_tokens=_lower(self.spec.max_output_tokens, max_output_tokens),
         )
@@ -191,6 +192,14 @@ class ForeignSession:
         if self.max_turns is not None and self.state.turns >= self.max_turns:
             error = AgentError(kind="terminal", message=f"max_turns={self.max_turns} model turns reached")
             raise TurnStopped("limit", error, "max-turns")
+
+    def _spec_tool(self, spec: ToolSpec) -> Tool:
+        """A request-only `Tool` (what the model sees); foreign tools run through `run_tool`, never through it."""
+        key = canonical_json(spec)
+        tool = self._tools.get(key)
+        if tool is None:
+            tool = self._tools[key] = Tool(spec.name, spec.description, spec.parameters, _never)
+        return tool
 
     def _number(self, reply: Message) -> None:
         """Ordinals for the reply's tool calls, in the order the model made them (stable across resumes)."""
@@ -368,11 +377,6 @@ def _extend(transcript: list[Message], history: Sequence[Message]) -> list[Messa
 
 def _lower(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
-
-
-def _spec_tool(spec: ToolSpec) -> Tool:
-    """A request-only `Tool` (what the model sees); foreign tools run through `run_tool`, never through it."""
-    return Tool(spec.name, spec.description, spec.parameters, _never)
 
 
 def _never(**_: Any) -> Any:  # pragma: no cover - a request-only tool is never executed

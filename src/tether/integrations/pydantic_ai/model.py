@@ -58,6 +58,13 @@ class TetherModel(FunctionModel):
         tools = [ToolSpec(name=t.name, description=t.description or "", parameters=t.parameters_json_schema)
                  for t in defs]
         params = info.model_request_parameters
+        if params.native_tools:
+            names = ", ".join(sorted(type(t).__name__ for t in params.native_tools))
+            raise ConfigError(
+                f"this agent asks for provider-native tools ({names}); tether's adapters send none, so under "
+                "tether give the agent function tools (or an MCP toolset) instead.",
+                tools=names,
+            )
         output = None
         if params.output_mode == "native" and params.output_object is not None:
             target = params.output_object

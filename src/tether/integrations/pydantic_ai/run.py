@@ -100,7 +100,7 @@ async def run(
         key: Identity instead of the prompt (and history): the journal matches on it.
         label: A display name (events, `tether tree`); default the agent's name.
         est_cost: USD reserved at admission instead of the priced estimate of one turn.
-        max_turns: Model requests allowed (None: pydantic-ai's `UsageLimits.request_limit` governs).
+        max_turns: Model requests allowed, then `UsageLimitExceeded` (None: pydantic-ai's `request_limit` governs).
         max_output_tokens: The output limit of each request (the budget may clamp it lower).
 
     Returns a `RunResult`; a completed run is served from the journal (zero model requests, zero tool calls).
