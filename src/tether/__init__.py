@@ -43,7 +43,7 @@ from tether.engine.engine import Engine
 from tether.engine.event_log import read_events
 from tether.engine.fork_preview import ForkPreview
 from tether.engine.handle import RunHandle
-from tether.engine.options import AgentOptions, Containment, ResumeOptions, RunOptions
+from tether.engine.options import AgentOptions, Containment, ResumeOptions, RunOptions, StartOptions
 from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
 from tether.engine.workflow import Workflow, workflow
 from tether.journal.cost import CostReport
@@ -72,7 +72,6 @@ __all__ = [
     "ConfigError",
     "Containment",
     "CostReport",
-    "ForkPreview",
     "Ctx",
     "DroppedBranch",
     "Engine",
@@ -80,6 +79,7 @@ __all__ = [
     "EventLogError",
     "FinalizationReserve",
     "FinalizationWindow",
+    "ForkPreview",
     "InvalidResolutionError",
     "JournalCompatibilityError",
     "JournalCorruptError",
@@ -96,12 +96,13 @@ __all__ = [
     "PricingError",
     "ReplayStats",
     "ResumeOptions",
-    "RunHandedBackError",
     "RunDiff",
+    "RunHandedBackError",
     "RunHandle",
     "RunNotFoundError",
     "RunOptions",
     "RunOutcome",
+    "StartOptions",
     "StoreUnavailableError",
     "TetherError",
     "Tier",

@@ -32,6 +32,7 @@ from tether.engine.options import (
     ResumeOptions,
     RunOptions,
     SegmentOptions,
+    StartOptions,
     resume_options,
     segment_options,
     stored_options,
@@ -63,6 +64,9 @@ CLOSE_PATIENCE_S = 5.0
 """How long `resolve_external` / `abandon` wait for the lease of a run whose driver is letting it go."""
 CancelResult = Literal["cancelled", "requested"]
 """`engine.cancel`: settled `cancelled` now, or a request the driving process honours at its next renewal."""
+WorkflowRef = Workflow | Callable[..., Awaitable[Any]] | str
+"""A workflow, the `async def` it wraps, or the name it was registered under."""
+Args = Mapping[str, Any] | None
 STORE_SCHEMES = ("memory://", "jsonl://", "sqlite://", "postgresql://", "postgres://")
 
 
@@ -208,21 +212,15 @@ class Engine:
             self._store = None
 
     # -- running -----------------------------------------------------------------------------
-    def start(
-        self,
-        wf: Workflow | Callable[..., Awaitable[Any]] | str,
-        args: Mapping[str, Any] | None = None,
-        *,
-        run_id: str | None = None,
-        event_log: str | os.PathLike[str] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunHandle:
+    def start(self, wf: WorkflowRef, args: Args = None, **options: Unpack[StartOptions]) -> RunHandle:
         """Start a run and return its handle at once (a known `run_id` resumes that run).
 
-        `options` are the `tether.RunOptions` (`budget_usd`, `containment`, `overshoot`, ...): all but
-        `deadline_s` are fixed at the run's start, and resuming an existing run keeps them (a different
-        value is refused). `event_log` appends this run's events to a JSONL file (besides the engine's sinks).
+        The options are `tether.StartOptions`: `run_id`, `event_log` (this run's events appended to a JSONL
+        file, besides the engine's sinks) and the `tether.RunOptions` (`budget_usd`, `containment`,
+        `overshoot`, ...), all but `deadline_s` fixed at the run's start: resuming an existing run keeps them
+        (a different value is refused).
         """
+        run_id, event_log = options.pop("run_id", None), options.pop("event_log", None)
         opts = segment_options(options, "start()")
         args_ = dict(args) if args is not None else {}
         return self._launch(self._workflow(wf), args_, run_id or str(ULID()), opts, event_log)
@@ -246,32 +244,16 @@ class Engine:
             concurrency=self.concurrency, lease_ttl_s=self.lease_ttl_s, return_types=self._return_types,
         )
 
-    async def run(
-        self,
-        wf: Workflow | Callable[..., Awaitable[Any]] | str,
-        args: Mapping[str, Any] | None = None,
-        *,
-        run_id: str | None = None,
-        event_log: str | os.PathLike[str] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunOutcome:
+    async def run(self, wf: WorkflowRef, args: Args = None, **options: Unpack[StartOptions]) -> RunOutcome:
         """Start a run and wait for its outcome (the options are `start`'s)."""
-        return await self.start(wf, args, run_id=run_id, event_log=event_log, **options)
+        return await self.start(wf, args, **options)
 
-    def run_sync(
-        self,
-        wf: Workflow | Callable[..., Awaitable[Any]] | str,
-        args: Mapping[str, Any] | None = None,
-        *,
-        run_id: str | None = None,
-        event_log: str | os.PathLike[str] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunOutcome:
+    def run_sync(self, wf: WorkflowRef, args: Args = None, **options: Unpack[StartOptions]) -> RunOutcome:
         """`run` for scripts without an event loop (the engine's store is closed afterwards)."""
 
         async def main() -> RunOutcome:
             try:
-                return await self.run(wf, args, run_id=run_id, event_log=event_log, **options)
+                return await self.run(wf, args, **options)
             finally:
                 await self.close()
 

@@ -9,6 +9,7 @@ and the three arguments that decide what comes back (`output`, `on_error`, `full
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast, get_args
@@ -117,6 +118,15 @@ def check_agent_options(options: Mapping[str, Any], what: str) -> None:
                 f"{what} got an unexpected keyword argument {name!r}; the options are output, on_error, full, "
                 f"{', '.join(sorted(AGENT_OPTION_NAMES))} (tether.AgentOptions)"
             )
+
+
+class StartOptions(RunOptions, total=False):
+    """What `engine.start`, `run` and `run_sync` take: the run options, the run's id and an event log."""
+
+    run_id: str | None
+    """The run's id (default: a new ULID); a known id resumes that run."""
+    event_log: str | os.PathLike[str] | None
+    """Also append this run's events to this JSONL file (besides the engine's sinks)."""
 
 
 class ResumeOptions(RunOptions, total=False):
