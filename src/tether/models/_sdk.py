@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from tether.contracts.errors import ConfigError
-from tether.contracts.messages import ChatRequest, OutputFormat
+from tether.contracts.messages import ChatRequest, Message, OutputFormat, Part
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, ModelCaps, StreamError
 from tether.models._sdk_errors import client_credentials, error_from_exception, redact_secrets
@@ -20,6 +20,31 @@ from tether.pricing import bundled_model_info, bundled_price
 
 CapsOverride = ModelCaps | Mapping[str, ModelCaps] | None
 Structured = Literal["native", "tool", "prompt"]
+
+
+def user_and_assistant_turns(
+    messages: Sequence[Message], block: Callable[[Part], dict[str, Any] | None],
+    is_tool_result: Callable[[dict[str, Any]], bool],
+) -> list[dict[str, Any]]:
+    """Canonical history as alternating `{"role", "content": [blocks]}` turns (Messages API, Converse):
+    the system prompt is sent apart, parts with no block are dropped, consecutive turns of one role are
+    merged, and tool results lead their user turn."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = [b for b in (block(p) for p in message.parts) if b is not None]
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    for turn in turns:
+        if turn["role"] == "user":
+            turn["content"].sort(key=lambda b: not is_tool_result(b))
+    return turns
 
 
 def wire_tool_id(prefix: str, canonical_id: str) -> str:

@@ -24,7 +24,7 @@ from tether.contracts.stream import (
     StreamError,
     TextDelta,
 )
-from tether.models._sdk import SdkAdapter, Traits, closed_schema, wire_tool_id
+from tether.models._sdk import SdkAdapter, Traits, closed_schema, user_and_assistant_turns, wire_tool_id
 from tether.models._sdk_stream import ToolCallBuffer, UsageMeter, parse_args
 
 _STOP_REASONS: dict[str, FinishReason] = {
@@ -96,22 +96,7 @@ def _block(part: Any, family: str) -> dict[str, Any] | None:
 
 def build_messages(messages: tuple[Message, ...], family: str) -> list[dict[str, Any]]:
     """Canonical history as Messages API turns; tool results ride in user turns."""
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            continue
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks = [b for b in (_block(p, family) for p in message.parts) if b is not None]
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:  # tool results must lead their user turn
-        if turn["role"] == "user":
-            turn["content"].sort(key=lambda b: b.get("type") != "tool_result")
-    return turns
+    return user_and_assistant_turns(messages, lambda p: _block(p, family), lambda b: b.get("type") == "tool_result")
 
 
 def tool_choice(choice: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ChatRequest, Message, RawPart, TextPart, ToolCallPart, ToolResultPart
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, Finish, FinishReason, ModelCaps, RawPartEvent, StreamError, TextDelta
-from tether.models._sdk import CapsOverride, Traits, build_caps, closed_schema, wire_tool_id
+from tether.models._sdk import CapsOverride, Traits, build_caps, closed_schema, user_and_assistant_turns, wire_tool_id
 from tether.models._sdk_errors import classify_error, error_from_exception, redact_secrets
 from tether.models._sdk_stream import ToolCallBuffer, UsageMeter, drive
 
@@ -111,22 +111,7 @@ def _block(part: Any, family: str) -> dict[str, Any] | None:
 
 def build_messages(messages: tuple[Message, ...], family: str) -> list[dict[str, Any]]:
     """Canonical history as Converse messages; tool results ride in user turns, ahead of any text."""
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            continue
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks = [b for b in (_block(p, family) for p in message.parts) if b is not None]
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:
-        if turn["role"] == "user":
-            turn["content"].sort(key=lambda b: "toolResult" not in b)
-    return turns
+    return user_and_assistant_turns(messages, lambda p: _block(p, family), lambda b: "toolResult" in b)
 
 
 def tool_choice(choice: str) -> dict[str, Any] | None:
