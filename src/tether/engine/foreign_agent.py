@@ -326,8 +326,6 @@ class ForeignAgentCall(AgentCall):
         super().__init__(base.seg)
         self._drive, self._max_turns = drive, max_turns
         self._replay_facts = base._replay_facts
-        if getattr(base, "ctx", None) is not None:  # an AgentCall that still hands its ctx to the loop host
-            self.ctx = getattr(base, "ctx")  # noqa: B009 - the attribute is gone from AgentCall after the split
 
     # AgentCall._start hands the loop to `_run_isolated` whenever it is given a worktree: the foreign loop takes
     # that seam (no worktree is made, since `_run_isolated` is replaced). With a loop hook on AgentCall
