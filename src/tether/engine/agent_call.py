@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from pydantic import BaseModel
@@ -324,8 +324,8 @@ class AgentCall:
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
-            if worktree is None:  # called directly: one coroutine less held by every agent in flight
-                result = await run_agent(spec, host, hooks, signal=seg.cancel)
+            if worktree is None:
+                result = await self._run_loop(spec, host, hooks)
             else:
                 result = await self._run_isolated(spec, host, hooks, worktree)
             await host.flush_draw(result.turns)
@@ -345,13 +345,17 @@ class AgentCall:
             CURRENT_FRAME.reset(token)
         return result, running
 
+    def _run_loop(self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks) -> Awaitable[AgentResult]:
+        """The agent loop of one invocation (the seam another framework's loop takes: `foreign_agent.py`)."""
+        return run_agent(spec, host, hooks, signal=self.seg.cancel)
+
     async def _run_isolated(
         self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str
     ) -> AgentResult:
         """The loop inside a disposable git worktree: its patch comes back as an artifact."""
         async with Worktree(repo) as tree:
             host.cwd = tree.path
-            result = await run_agent(spec, host, hooks, signal=self.seg.cancel)
+            result = await self._run_loop(spec, host, hooks)
         return result.model_copy(update={"artifacts": {"patch": tree.patch or ""}})
 
     def _spawned(self, frame: Frame, running: JournalEntry, goal: str) -> None:

@@ -43,9 +43,7 @@ from tether.tools.definition import Tool
 
 if TYPE_CHECKING:
     from tether.budget.hooks import AccountHooks
-    from tether.contracts.entries import JournalEntry
     from tether.engine.ctx import Ctx
-    from tether.engine.frame import Frame
     from tether.engine.loop_host import EngineLoopHost
 
 META_FAMILY = "tether:foreign"
@@ -327,20 +325,8 @@ class ForeignAgentCall(AgentCall):
         self._drive, self._max_turns = drive, max_turns
         self._replay_facts = base._replay_facts
 
-    # AgentCall._start hands the loop to `_run_isolated` whenever it is given a worktree: the foreign loop takes
-    # that seam (no worktree is made, since `_run_isolated` is replaced). With a loop hook on AgentCall
-    # (`self._run_loop(spec, host, hooks)` where `_start` now calls `run_agent`) both overrides become one.
-    async def _start(
-        self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hooks: AccountHooks, k: str,
-        role: str, model: str, worktree: str | None = None,
-    ) -> tuple[AgentResult, JournalEntry]:
-        return await super()._start(frame, running, spec, hooks, k, role, model, _FOREIGN)
-
-    async def _run_isolated(self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str) -> AgentResult:
-        return await run_foreign(spec, host, hooks, self.seg.cancel, self._drive, self._max_turns)
-
-
-_FOREIGN = "<foreign loop>"
+    def _run_loop(self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks) -> Awaitable[AgentResult]:
+        return run_foreign(spec, host, hooks, self.seg.cancel, self._drive, self._max_turns)
 
 
 async def foreign_agent(
