@@ -8,6 +8,7 @@ and the warm-up cancel out.
 
     python bench/instructions.py                  # memory and SQLite journals
     python bench/instructions.py --store sqlite   # one of them
+    python bench/instructions.py --replay         # also a replayed step (a resume's cost per entry pair)
     PYTHONPATH=/other/checkout/src python bench/instructions.py   # the same count for another checkout
 
 Needs valgrind (Debian's package). Nothing here is a pass/fail test.
@@ -53,13 +54,37 @@ with tempfile.TemporaryDirectory() as tmp:
 """
 
 
-def count(kind: str, n: int) -> int:
-    """Instructions of one process running `n` one-turn agents on the `kind` journal."""
+REPLAY_SCRIPT = """
+import asyncio, sys, warnings
+warnings.simplefilter("ignore")
+import tether
+
+@tether.workflow(name="steps")
+async def steps(ctx: tether.Ctx, n: int) -> int:
+    for i in range(n):
+        await ctx.step(f"s{i}", lambda: i)
+    return n
+
+async def main(phase: str, url: str, n: int) -> None:
+    engine = tether.Engine(store=url)
+    if phase == "write":
+        assert (await engine.run(steps, {"n": n}, run_id="bench")).status == "ok"
+    else:
+        out = await engine.resume("bench", steps)
+        assert out.status == "ok" and out.replay.hits == n, out
+    await engine.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+REPLAY_FEW, REPLAY_MANY = 500, 2500
+
+
+def _callgrind(script: str, *argv: str) -> int:
+    """Instructions of one process running `script` with `argv`, counted by callgrind."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", SCRIPT, kind,
-             str(n)],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", script, *argv],
             check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         summary = re.search(rb"^summary:\s+(\d+)", out.read_bytes(), re.MULTILINE)
@@ -67,19 +92,41 @@ def count(kind: str, n: int) -> int:
         return int(summary.group(1))
 
 
+def count(kind: str, n: int) -> int:
+    """Instructions of one process running `n` one-turn agents on the `kind` journal."""
+    return _callgrind(SCRIPT, kind, str(n))
+
+
 def per_agent(kind: str) -> float:
     return (count(kind, MANY) - count(kind, FEW)) / (MANY - FEW)
+
+
+def replay_count(n: int) -> int:
+    """Instructions of one process resuming an `n`-step SQLite run (written beforehand, not counted)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/replay.db"
+        subprocess.run([sys.executable, "-c", REPLAY_SCRIPT, "write", url, str(n)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": "0"})
+        return _callgrind(REPLAY_SCRIPT, "resume", url, str(n))
+
+
+def per_replayed_step() -> float:
+    return (replay_count(REPLAY_MANY) - replay_count(REPLAY_FEW)) / (REPLAY_MANY - REPLAY_FEW)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", choices=("memory", "sqlite"), action="append")
+    parser.add_argument("--replay", action="store_true", help="also count a replayed step (a resume on SQLite)")
     args = parser.parse_args()
     import tether
 
     print(f"tether from {Path(tether.__file__).parent}")
     for kind in args.store or ("memory", "sqlite"):
         print(f"instructions per one-turn agent, {kind} journal: {per_agent(kind) / 1000:,.0f}k")
+    if args.replay:
+        per_step = per_replayed_step() / 1000
+        print(f"instructions per replayed step (resume on SQLite: load, match, replay): {per_step:,.1f}k")
     return 0
 
 
