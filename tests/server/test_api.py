@@ -26,7 +26,7 @@ RUN = "research-1"
 
 
 def concrete(path: str) -> str:
-    return path.replace("{run_id}", RUN).replace("{agent_id}", "1")
+    return path.replace("{run_id}", RUN).replace("{agent_id}", "1").replace("{other}", RUN)
 
 
 # -- the token gate ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from starlette.responses import Response
 
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.journal.cost import CostReport, fold_cost
+from tether.journal.diff import RunDiff
 from tether.journal.matching import JournalIndex
 from tether.server import views
 from tether.server.events import followed_events, live_events
@@ -101,7 +102,8 @@ async def journal(call: Call) -> JournalPage:
     page = rest[: q.limit]
     more = len(rest) > q.limit
     return JournalPage(run_id=call.run_id, entries=page, total=len(entries),
-                       next_cursor=str(page[-1].seq) if more and page else None)
+                       next_cursor=str(page[-1].seq) if more and page else None,
+                       reuse=views.reuse_marks(entries, page))
 
 
 async def agent_tree(call: Call) -> TreeView:
@@ -113,6 +115,14 @@ async def agent_tree(call: Call) -> TreeView:
 async def cost(call: Call) -> CostReport:
     _, entries = await load_run(state_of(call), call.run_id)
     return fold_cost(entries)
+
+
+async def run_diff(call: Call) -> RunDiff:
+    """`engine.diff(run_id, other)`: both runs' agent calls side by side (a fork's reused copies marked)."""
+    state = state_of(call)
+    for run_id in (call.run_id, call.path["other"]):
+        await load_run(state, run_id)
+    return await state.engine.diff(call.run_id, call.path["other"])
 
 
 async def ledger(call: Call) -> LedgerView:

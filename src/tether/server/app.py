@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from tether.engine.engine import Engine
 from tether.journal.cost import CostReport
+from tether.journal.diff import RunDiff
 from tether.server import actions, api
 from tether.server.auth import SESSION_PATH, TokenGate, open_session
 from tether.server.hosts import HostGuard, HostPolicy
@@ -63,6 +64,9 @@ def operations() -> list[Operation]:
                   api.agent_tree, TreeView, errors=(404,)),
         Operation("GET", f"{RUN}/cost", "get_cost", "The cost report (a pure fold over the journal)", api.cost,
                   CostReport, errors=(404,)),
+        Operation("GET", f"{RUN}/diff/{{other}}", "get_diff", "This run's agent calls beside another's (engine.diff): "
+                  "per call each side's model, cost and output; a fork's reused copies marked", api.run_diff,
+                  RunDiff, errors=(404,)),
         Operation("GET", f"{RUN}/ledger", "get_ledger", "The tool effect ledger", api.ledger, LedgerView,
                   errors=(404,)),
         Operation("GET", f"{RUN}/events", "get_events", "Server-Sent Events of the run", api.events, None,

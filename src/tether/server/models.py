@@ -136,6 +136,36 @@ class SpendPoint(BaseModel):
     settled: bool = True
 
 
+class ForkLineage(BaseModel):
+    """Where a fork came from (its genesis's lineage) and what it reused: the run page's lineage block."""
+
+    forked_from: str
+    """The source run."""
+    at: int | None = None
+    """The source seq the fork re-ran from (entries before it were copied); None: the whole journal."""
+    reused_through: int
+    """The fork's seq of its last copied entry: entries 2..reused_through are copies the source paid for."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """Model swaps: agent label (or type) -> the `adapter:model` the fork ran it on."""
+    reused_usd: float = 0.0
+    """What the source paid for the copied calls the fork reused (the cost report's `reused_usd`)."""
+    reused_calls: int = 0
+    new_usd: float = 0.0
+    """The fork's own spend (the cost report's `total_usd`)."""
+    diff: str
+    """API path of the diff of the source against this fork."""
+
+
+class ReuseMark(BaseModel):
+    """A journal entry a fork copied from its source: `reused` unless its agent call is one the fork's code
+    did not reach (the settle's `unreused` list; such copies count in neither run's spend)."""
+
+    seq: int
+    source_seq: int | None = None
+    """The entry's seq in the source run."""
+    reused: bool = True
+
+
 class RunDetail(RunSummary):
     """`GET /api/runs/{run_id}`: the summary plus args, ceilings, the last outcome and what is pending."""
 
@@ -154,6 +184,8 @@ class RunDetail(RunSummary):
     """When the genesis decision was journaled (the spend chart's origin)."""
     can_start: bool = False
     """The workflow is registered with this server's engine (a resolve resumes it here)."""
+    lineage: ForkLineage | None = None
+    """A fork's source, cut and reuse; None for a run that is not a fork."""
 
 
 class JournalPage(BaseModel):
@@ -163,6 +195,8 @@ class JournalPage(BaseModel):
     entries: list[JournalEntry]
     total: int
     next_cursor: str | None = None
+    reuse: list[ReuseMark] = Field(default_factory=list)
+    """A fork's: the entries of this page copied from its source (empty for a run that is not a fork)."""
 
 
 class TreeNode(AgentNode):

@@ -5,14 +5,18 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 from tether.cli.resolutions import open_suspensions
 from tether.contracts.entries import JournalEntry, RunMeta
-from tether.journal.cost import AgentSpend, CostReport, cost_report, fold_cost, fold_spend
+from tether.journal.cost import AgentSpend, CostReport, SpendFold, cost_report, fold_cost, fold_spend
+from tether.journal.lineage import lineage_of
 from tether.journal.matching import JournalIndex
 from tether.journal.tree import fold_tree
 from tether.server.models import (
     Ceilings,
+    ForkLineage,
+    ReuseMark,
     RunDetail,
     RunSummary,
     Settled,
@@ -100,7 +104,44 @@ def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None,
         entries=len(entries),
         started_at=origin,
         can_start=can_start,
+        lineage=fork_lineage(meta.run_id, entries, cost),
     )
+
+
+def fork_lineage(run_id: str, entries: Sequence[JournalEntry], cost: CostReport) -> ForkLineage | None:
+    """A fork's lineage block: its genesis's lineage and the cost report's reused and new spend (None: no fork)."""
+    found = lineage_of(entries[:1])
+    if found is None:
+        return None
+    diff = f"/api/runs/{quote(found.forked_from, safe='')}/diff/{quote(run_id, safe='')}"
+    return ForkLineage(forked_from=found.forked_from, at=found.at, reused_through=found.reused_through,
+                       models=dict(found.models), reused_usd=cost.reused_usd, reused_calls=cost.reused_calls,
+                       new_usd=cost.total_usd, diff=diff)
+
+
+def reuse_marks(entries: Sequence[JournalEntry], page: Sequence[JournalEntry]) -> list[ReuseMark]:
+    """The entries of `page` a fork copied from its source, each `reused` unless it belongs to a copied agent
+    call the fork's settle lists as not reached: the same split the cost report makes (`fold_spend`)."""
+    found = lineage_of(entries[:1])
+    if found is None:
+        return []
+    seqs, agents = _unreached(fold_spend(entries))
+    marks = []
+    for e in page:
+        seq = e.seq or 0
+        if not 2 <= seq <= found.reused_through:
+            continue
+        call = e.ref if e.kind == "agent" and e.ref is not None else seq
+        lost = call in seqs or (e.agent_id is not None and e.agent_id in agents)
+        marks.append(ReuseMark(seq=seq, source_seq=found.seq_map.get(seq), reused=not lost))
+    return marks
+
+
+def _unreached(folded: SpendFold) -> tuple[frozenset[int], frozenset[int]]:
+    """The running seqs and agent ids of the copied agent calls a fork's code did not reach."""
+    spends = [s for s in folded.agents if folded.copied(s) and s.running.seq in folded.unreused]
+    return (frozenset(s.running.seq or 0 for s in spends),
+            frozenset(s.running.agent_id for s in spends if s.running.agent_id is not None))
 
 
 def spend_series(agents: Sequence[AgentSpend], origin: float | None) -> list[SpendPoint]:

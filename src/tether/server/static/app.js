@@ -120,6 +120,12 @@
   let current = null; // the active page, with a stop() that clears its timers and stream
   function route() {
     const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    if (parts[0] === "runs" && parts[1] && parts[2] === "diff" && parts[3]) {
+      closeDrawer();
+      const key = parts[1] + "\u0000" + parts[3];
+      if (!current || current.diffKey !== key) { stop(); current = diffPage(parts[1], parts[3]); }
+      return;
+    }
     if (parts[0] === "runs" && parts[1]) {
       if (!current || current.runId !== parts[1]) { stop(); current = runPage(parts[1]); }
       if (parts[2] === "agents" && parts[3]) openTranscript(parts[1], parts[3]); else closeDrawer();
@@ -198,6 +204,7 @@
     const el = {
       head: h("div", { class: "page-head" }),
       stats: h("div", { class: "stats" }),
+      lineage: h("div"),
       tree: h("div", { class: "card-body", "data-testid": "agent-tree" }),
       chart: h("div", { class: "chart", "data-testid": "spend-chart" }),
       pending: h("div", { class: "card-body", "data-testid": "suspensions" }),
@@ -211,7 +218,7 @@
     const card = (title, hint, body, extra) => h("section", Object.assign({ class: "card" }, extra || {}),
       h("div", { class: "card-head" }, h("h2", {}, title), hint), body);
     fill(view, 
-      el.head, el.error, el.stats,
+      el.head, el.error, el.lineage, el.stats,
       h("div", { class: "grid" },
         h("div", { class: "stack" },
           card("Agent tree", el.treeHint, el.tree)),
@@ -226,16 +233,18 @@
       const [detail, tree, ledger] = await Promise.all([
         api("/api/runs/" + enc), api("/api/runs/" + enc + "/tree"), api("/api/runs/" + enc + "/ledger")]);
       const entries = [];
+      const reuse = new Map(); // a fork's copied entries: seq -> {source_seq, reused}
       let cursor = null;
       for (let i = 0; i < 20; i++) { // at most 100k entries in the page
         const q = new URLSearchParams({ limit: "5000" });
         if (cursor) q.set("cursor", cursor);
         const pageJ = await api("/api/runs/" + enc + "/journal?" + q);
         entries.push(...pageJ.entries);
+        for (const m of pageJ.reuse || []) reuse.set(m.seq, m);
         cursor = pageJ.next_cursor;
         if (!cursor) break;
       }
-      return { detail, tree, ledger, entries };
+      return { detail, tree, ledger, entries, reuse };
     }
     async function refresh() {
       if (page.refreshing) { page.again = true; return page.refreshing; }
@@ -265,13 +274,30 @@
 
     function render(d) {
       renderHead(d.detail);
+      renderLineage(d.detail);
       renderStats(d.detail, d.tree);
       renderTree(d.detail, d.tree);
       fill(el.chart, spendChart(d.detail, d.entries));
       renderPending(d.detail);
       renderOutcome(d.detail);
-      renderJournal(d.detail, d.entries);
+      renderJournal(d.detail, d.entries, d.reuse);
       renderLedger(d.ledger);
+    }
+
+    // A fork: where it came from (a link to the source), what it reused against what it spent, and its diff.
+    function renderLineage(det) {
+      const l = det.lineage;
+      if (!l) { fill(el.lineage); return; }
+      const src = "#/runs/" + encodeURIComponent(l.forked_from);
+      const swaps = Object.entries(l.models || {});
+      fill(el.lineage, h("section", { class: "card lineage", "data-testid": "lineage" },
+        h("div", { class: "card-body" },
+          h("div", {}, "forked from ", h("a", { href: src, class: "mono", "data-testid": "lineage-source" }, l.forked_from),
+            l.at === null ? " (its whole journal)" : [" at seq ", h("strong", { class: "mono", "data-testid": "lineage-at" }, l.at)],
+            " · ", h("a", { href: src + "/diff/" + enc, "data-testid": "lineage-diff" }, "diff against source")),
+          h("div", { class: "small muted", "data-testid": "lineage-spend" },
+            "reused " + usd(l.reused_usd) + " (" + l.reused_calls + " call" + (l.reused_calls === 1 ? "" : "s") + ", paid by the source) · new spend " + usd(l.new_usd),
+            swaps.length ? " · models swapped: " + swaps.map(([k, v]) => k + " → " + v).join(", ") : ""))));
     }
 
     function renderHead(det) {
@@ -421,7 +447,7 @@
         h("dt", {}, "args"), h("dd", {}, json(det.args))));
     }
 
-    function renderJournal(det, entries) {
+    function renderJournal(det, entries, reuse) {
       const t0 = det.started_at || det.created_at;
       const cut = new Set(det.cut_seqs || []);
       el.journalHint.textContent = entries.length + " entries";
@@ -430,13 +456,18 @@
         const at = e.ended_at || e.started_at;
         const tokens = e.usage ? e.usage.input_tokens + e.usage.output_tokens : null;
         const open = page.expanded.has(e.seq);
-        rows.push(h("tr", { class: "clickable", "data-seq": e.seq, onclick: () => { if (open) page.expanded.delete(e.seq); else page.expanded.add(e.seq); renderJournal(det, entries); } },
+        const copy = reuse.get(e.seq);
+        const copyMark = copy ? h("span", { class: "pill static reuse" + (copy.reused ? "" : " unreached"), "data-testid": copy.reused ? "reused" : "unreached",
+          title: (copy.reused ? "copied from the source and reused: the source paid for it" : "copied from the source, but the fork's code did not reach it")
+            + (copy.source_seq ? " (source seq " + copy.source_seq + ")" : "") }, copy.reused ? "reused" : "not reused") : null;
+        rows.push(h("tr", { class: "clickable" + (copy ? " copied" : ""), "data-seq": e.seq, "data-reuse": copy ? (copy.reused ? "reused" : "unreached") : null,
+          onclick: () => { if (open) page.expanded.delete(e.seq); else page.expanded.add(e.seq); renderJournal(det, entries, reuse); } },
           h("td", { class: "num mono" }, e.seq), h("td", { class: "num mono muted hide-sm" }, e.ref === null ? "" : e.ref),
           h("td", {}, h("span", { class: "kind kind-" + e.kind }, e.kind)),
           h("td", {}, e.status ? h("span", { class: "pill static", "data-status": e.status }, e.status) : ""),
           h("td", { class: "mono small hide-sm" }, e.scope || "·"),
           h("td", {}, e.kind === "tree" || !e.label ? describe(e) : e.label,
-            cut.has(e.seq) ? h("span", { class: "pill", "data-status": "suspended", "data-testid": "cut-dispatch", title: "a crash cut this call off: it is charged at its worst case" }, "cut") : null),
+            copyMark, cut.has(e.seq) ? h("span", { class: "pill", "data-status": "suspended", "data-testid": "cut-dispatch", title: "a crash cut this call off: it is charged at its worst case" }, "cut") : null),
           h("td", { class: "num" }, tokens === null ? "" : int(tokens)),
           h("td", { class: "num" }, e.cost_usd !== null ? usd(e.cost_usd) : worst(e)),
           h("td", { class: "num muted", title: stamp(at) }, at ? "+" + dur(at - t0) : "")));
@@ -485,6 +516,34 @@
     // Without a stream (a settled or suspended run), look again now and then: another process may resume it.
     page.timer = setInterval(() => { if (!stream && document.visibilityState === "visible") refresh(); }, 5000);
     return { runId, refresh, stop: () => { clearInterval(page.timer); clearTimeout(debounce); } };
+  }
+
+  // -- diff of two runs (a fork beside its source): engine.diff, call by call ------------------------
+  function diffPage(a, b) {
+    const path = "/api/runs/" + encodeURIComponent(a) + "/diff/" + encodeURIComponent(b);
+    const link = (id) => h("a", { href: "#/runs/" + encodeURIComponent(id), class: "mono" }, id);
+    crumbs(h("a", { href: "#/" }, "Runs"), link(a), h("span", {}, "diff"), link(b));
+    const body = h("div", { class: "card-body flush" }, h("div", { class: "muted" }, "loading…"));
+    fill(view, h("div", { class: "page-head" }, h("div", { class: "title" }, h("span", { class: "run-id" }, "Diff"),
+      h("span", { class: "muted" }, link(a), " against ", link(b)))), h("section", { class: "card" }, body));
+    const side = (sd, reused) => sd === null
+      ? [h("td", { class: "muted", colspan: 3 }, "no such call")]
+      : [h("td", { class: "mono small" }, sd.model || "—"),
+         h("td", { class: "num" }, reused ? h("span", { class: "pill static reuse", title: "a copy of the first run's call: not paid for again" }, "reused") : usd(sd.usd)),
+         h("td", { class: "diff-out" }, typeof sd.output === "string" ? sd.output : JSON.stringify(sd.output))];
+    api(path).then((d) => {
+      const same = (c) => c.a && c.b && JSON.stringify(c.a.output) === JSON.stringify(c.b.output);
+      fill(body, h("div", { class: "table-wrap" }, h("table", { "data-testid": "diff" },
+        h("thead", {},
+          h("tr", {}, h("th", {}), h("th", { colspan: 3 }, d.run_a), h("th", { colspan: 3 }, d.run_b)),
+          h("tr", {}, h("th", {}, "agent call"), ["model", "cost", "output"].map((t) => h("th", {}, t)), ["model", "cost", "output"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, d.calls.map((c) => h("tr", { "data-testid": "diff-row", "data-label": c.label, "data-same": String(!!same(c)), "data-reused": String(c.reused) },
+          h("td", { class: "mono" }, c.label, same(c) ? "" : h("span", { class: "pill static", "data-status": "suspended" }, "changed")),
+          side(c.a, false), side(c.b, c.reused)))),
+        h("tfoot", {}, h("tr", {}, h("th", {}, "spent"), h("th", { colspan: 3, class: "num", "data-testid": "diff-a-usd" }, usd(d.a_usd)),
+          h("th", { colspan: 3, class: "num", "data-testid": "diff-b-usd" }, usd(d.b_usd) + (d.b_reused_usd ? " (+ " + usd(d.b_reused_usd) + " reused)" : "")))))));
+    }).catch((e) => fill(body, h("div", { class: "error-box", "data-testid": "diff-error" }, e.message)));
+    return { diffKey: a + "\u0000" + b, stop: () => {} };
   }
 
   // -- spend chart (inline SVG) -----------------------------------------------------------------
