@@ -182,6 +182,12 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType({
     "race": _RACE,
     # The same race under the looser mode: billed spend within ceiling + one clamped turn per running agent.
     "race-bounded": dataclasses.replace(_RACE, name="race-bounded", overshoot="bounded"),
+    # The race whose admission estimate is far below what an agent costs (issue 27's crash: 0.98-1.27 USD reported
+    # on 0.50): admission lets far more agents in than the ceiling covers, and only the worst cases every dispatch
+    # holds keep the reported cost (orphans included) within the ceiling across kills.
+    "race-low-estimate": dataclasses.replace(
+        _RACE, name="race-low-estimate", args=MappingProxyType({"agents": RACE_AGENTS, "est_cost": 0.001}),
+    ),
 })
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from tether.agents.host import AgentSpec, ResolvedModel
 from tether.agents.state import LoopState
@@ -151,6 +151,9 @@ class HooksDouble:
 
     def max_affordable_output_tokens(self, served_by: str, est_input: int) -> int | None:
         return self.affordable
+
+    def limited_by(self) -> Literal["usd", "tokens"] | None:
+        return None if self.affordable is None else "usd"
 
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:
         return self.exposure

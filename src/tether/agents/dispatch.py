@@ -282,9 +282,11 @@ class Dispatcher:
         affordable = self.hooks.max_affordable_output_tokens(model.ref, est_input)
         if affordable is not None:
             if affordable < caps.output_floor:
+                left = ("the tree token ceiling leaves it" if self.hooks.limited_by() == "tokens"
+                        else "the remaining budget buys")
                 message = (
                     f"output floor unaffordable: {model.ref} needs at least {caps.output_floor} "
-                    f"output tokens, the remaining budget buys {affordable}"
+                    f"output tokens, {left} {affordable}"
                 )
                 error = AgentError(
                     kind="budget", message=message, reason="output-floor", stage=stage

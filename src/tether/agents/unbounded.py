@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
@@ -19,6 +20,9 @@ class UnboundedHooks:
         return None
 
     def max_affordable_output_tokens(self, served_by: str, est_input: int) -> int | None:
+        return None
+
+    def limited_by(self) -> Literal["usd", "tokens"] | None:
         return None
 
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:

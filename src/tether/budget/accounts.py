@@ -112,10 +112,15 @@ class Account:
             self.stopped = why
             self.stop_data = {"account": self.name, **{k: v for k, v in data.items() if v is not None}}
 
+    def reached(self) -> bool:
+        """Whether spend has reached the ceiling. A zero ceiling nothing was charged against (a run of free
+        models under `budget_usd=0`) is not reached: it stopped nothing, and refusing a paid call sets `stopped`."""
+        return self.at_ceiling() and self.spent > EPSILON
+
     @property
     def exhausted(self) -> bool:
         """True once this account's ceiling stopped work or was reached: the scope settles `exhausted`."""
-        return self.stopped is not None or self.at_ceiling()
+        return self.stopped is not None or self.reached()
 
     def binding(self) -> Account | None:
         """The capped account on the chain with the least room: the ceiling that limits this one."""

@@ -28,16 +28,21 @@ def reserve_usd(
     return 0.0
 
 
-def admit(account: Account, reserve: float, *, what: str, run_id: str, hint: str = "") -> Hold:
+def admit(
+    account: Account, reserve: float, *, what: str, run_id: str, hint: str = "", free: bool = False
+) -> Hold:
     """Hold `reserve` iff every capped account has `spent + held < ceiling` and room for it (exact fill ok).
 
     What dispatches in flight hold beyond their reserves (the hard ceiling's exposure) is left out: it is
-    released when they settle, so it makes a dispatch wait, never an admission refuse for good.
+    released when they settle, so it makes a dispatch wait, never an admission refuse for good. A `free`
+    invocation (every model it may call priced at zero) reserving nothing is admitted even at the ceiling
+    (`budget_usd=0` included): it cannot spend, and only a token ceiling bounds it.
     """
     for acct in account.capped():
         assert acct.ceiling is not None
         committed = acct.spent + acct.held - acct.exposed
-        if committed >= acct.ceiling - EPSILON or committed + reserve > acct.ceiling + EPSILON:
+        at_ceiling = committed >= acct.ceiling - EPSILON and not (free and reserve <= EPSILON)
+        if at_ceiling or committed + reserve > acct.ceiling + EPSILON:
             remaining = max(0.0, acct.ceiling - committed)
             message = (
                 f"budget exhausted: run {run_id!r} account {acct.name!r} has {acct.spent_phrase(run_id)} and holds "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -72,8 +73,11 @@ class AccountHooks:
         wait_s: float = DISPATCH_WAIT_S,
         run_id: str = "",
         tenant: TenantGate | None = None,
+        free: bool = False,
     ) -> None:
         self.account = account
+        self.free = free
+        """Every model the invocation may call is priced at zero: a USD ceiling (even 0) never refuses its turns."""
         self.run_id = run_id
         self._lookup = price_of
         self._price: tuple[str, Price | None] | None = None  # the first model's row (almost always the only one)
@@ -184,7 +188,7 @@ class AccountHooks:
                 f"drawn; no further turn is admitted anywhere in the tree.",
                 tokens=self.tokens.spent, ceiling=self.tokens.ceiling,
             )
-        for acct in self.account.capped():
+        for acct in () if self.free else self.account.capped():
             if acct.at_ceiling():
                 acct.stop("turn refused: ceiling reached", remaining_usd=0.0)
                 raise BudgetExhaustedError(
@@ -210,6 +214,12 @@ class AccountHooks:
             return by_tokens
         self.binding = self.account.binding() if by_money is not None else None
         return by_money
+
+    def limited_by(self) -> Literal["usd", "tokens"] | None:
+        """The ceiling that set the last output limit: the tree's tokens or a USD account (None: neither)."""
+        if self.binding is None:
+            return None
+        return "tokens" if self.binding is self.tokens else "usd"
 
     # -- exposure ------------------------------------------------------------------------------
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None:
@@ -390,6 +400,9 @@ class AccountHooks:
                 return
             total = cost_usd(acc, price)
             inc, paid = total - paid, total
+            # A free (local) model is priced at 0: it still belongs in `by_model`, as 0, never missing.
+            self.costs.setdefault(served_by, 0.0)
+            self.undrawn_costs.setdefault(served_by, 0.0)
             if not inc:
                 return
             self.costs[served_by] = self.costs.get(served_by, 0.0) + inc

@@ -209,6 +209,9 @@ class BudgetHooks(Protocol):
         """Layer 2: raise `BudgetExhaustedError` to block the next dispatch."""
 
     def max_affordable_output_tokens(self, served_by: str, est_input: int) -> int | None: ...
+    def limited_by(self) -> Literal["usd", "tokens"] | None:
+        """Which ceiling set the last `max_affordable_output_tokens` answer (None: none did), so a refusal
+        names the ceiling that stopped it in its own unit."""
     def max_exposure_output_tokens(self, served_by: str, est_input: int) -> int | None: ...
     def admit_turn_exposure(
         self, served_by: str, est_input: int, planned_output: int

@@ -148,9 +148,10 @@ class AgentCall:
                 raise refusal  # before any reserve: a model that cannot be priced is a set-up problem, not money
             reserve = reserve_usd(est_cost if est_cost is not None else profile.est_cost, None, price, est_input,
                                   max_output)
-            hold = await self._admit(frame, k, reserve, f"agent {label or prompt[:40]!r}")
+            free = all((p := services.price_of(m.ref)) is not None and p.is_free for m in spec.models)
+            hold = await self._admit(frame, k, reserve, f"agent {label or prompt[:40]!r}", free=free)
             token_hold = seg.tree.hold(est_input + turn_output)
-            hooks = self._hooks(frame, hold, token_hold)
+            hooks = self._hooks(frame, hold, token_hold, free=free)
             try:
                 worktree = (options.get("repo") or os.getcwd()) if isolation == "worktree" else None
                 result, running = await self._start(frame, found.running, spec, hooks, k, role, spec_model.identity,
@@ -171,7 +172,7 @@ class AgentCall:
         ceiling, where the budget clamps it to what the unreserved remainder buys; else 4,096 tokens."""
         return None if self.seg.hard_ceiling and frame.account.capped() else DEFAULT_MAX_OUTPUT
 
-    def _hooks(self, frame: Frame, hold: Hold, token_hold: Hold | None) -> AccountHooks:
+    def _hooks(self, frame: Frame, hold: Hold, token_hold: Hold | None, *, free: bool = False) -> AccountHooks:
         seg = self.seg
         return AccountHooks(
             frame.account, seg.services.price_of, hold=hold, exposure=seg.exposure,
@@ -179,7 +180,7 @@ class AgentCall:
             tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=token_hold,
             allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
             hard=seg.hard_ceiling, wait_s=seg.services.dispatch_wait_s, run_id=seg.run_id,
-            tenant=self._budgets_across_runs(),
+            tenant=self._budgets_across_runs(), free=free,
         )
 
     def _budgets_across_runs(self) -> TenantGate | None:
@@ -207,7 +208,7 @@ class AgentCall:
         with contextlib.suppress(TetherError):
             await asyncio.shield(hooks.settle_across_runs())
 
-    async def _admit(self, frame: Frame, k: str, reserve: float, what: str) -> Hold:
+    async def _admit(self, frame: Frame, k: str, reserve: float, what: str, *, free: bool = False) -> Hold:
         """Layer 1 as a journaled decision: a refusal is written once and read back on every resume.
 
         Without the fact a resume would decide again against different holds (the siblings that
@@ -227,7 +228,7 @@ class AgentCall:
                                 replayed=True)
             raise BudgetExhaustedError(str(value.get("message")), **dict(value.get("data") or {}))
         try:
-            return admit(frame.account, reserve, what=what, run_id=seg.run_id)
+            return admit(frame.account, reserve, what=what, run_id=seg.run_id, free=free)
         except BudgetExhaustedError as exc:
             self._refusal_event(frame, what, exc.message, exc.data.get("account"), reserve)
             if not seg.dry_run:
@@ -470,6 +471,8 @@ class AgentCall:
     def _what_to_do(self, frame: Frame, err: AgentError) -> str:
         """How to go on after a ceiling stopped an agent: what the run has spent (settled and orphaned), and
         how to raise the ceiling. Nothing for the exposure cap (not a ceiling) or a message that says it."""
+        if "tree token ceiling" in err.message:  # the tokens stopped it: a USD figure would mislead
+            return ". Raise Containment(max_tokens=...) for the next run, or lower max_output_tokens=."
         acct = frame.account.binding()
         if acct is None or acct.ceiling is None or "--raise-budget" in err.message or err.reason == "exposure-drained":
             return ""

@@ -295,7 +295,7 @@ def ceiling_refusal(seg: Segment) -> dict[str, Any] | None:
         if acct.stopped is not None:
             return {"type": "BudgetExhaustedError", "code": "budget-exhausted", "message": acct.stopped,
                     "data": {"kind": "budget", **to_jsonable(acct.stop_data, what="the refusal")}}
-    if seg.root.at_ceiling():
+    if seg.root.reached():
         return {"type": "BudgetExhaustedError", "code": "budget-exhausted",
                 "message": f"the {seg.root.ceiling:.4f} USD ceiling was reached",
                 "data": {"kind": "budget", "account": seg.root.name, "remaining_usd": 0.0}}
