@@ -101,11 +101,13 @@ async def test_the_meter_cuts_a_stream_at_the_ceiling_and_resume_repays_nothing_
     assert cut_terminal.error is not None and cut_terminal.error["kind"] == "budget"
     assert out.cost.approximate and out.cost.total_usd <= 0.03 + cost_usd(tether.Usage(output_tokens=100), PRICE)
     assert out.cost.total_usd >= 0.03 - 1e-9  # it did run up to the ceiling before the cut
-    # a resume keeps the ceiling: the completed agent replays, the cut one is refused before the wire
+    # a resume keeps the ceiling: the completed agent replays and so does the cut one's stop (the money that
+    # stopped it is the same), so nothing goes to the wire and nothing is appended
     model.requests.clear()
     again = await engine.resume("r", cut)
     assert model.requests == []
-    assert again.status == "exhausted" and again.replay.hits == 1
+    assert again.status == "exhausted" and again.replay.hits == 2 and again.replay.reruns == 0
+    assert await engine.inspect("r") == entries
     with pytest.raises(tether.ConfigError, match=re.escape("budget_usd=0.03")):
         await engine.resume("r", cut, budget_usd=1.0)  # no resume path can raise a stored ceiling
 

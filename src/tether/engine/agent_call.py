@@ -33,6 +33,7 @@ from tether.engine.profiles import NO_PROFILE
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import schema_hash, to_jsonable
+from tether.journal.disposition import ceiling_stopped
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
 from tether.journal.lineage import lineage_of
 from tether.journal.scope import agent_segment, join
@@ -112,6 +113,8 @@ class AgentCall:
         del ident  # not needed past matching; this frame is held for the whole invocation
         if found.action == "replay" and found.match and found.match.terminal:
             result = restore_result(found.match.entry, found.match.terminal, out)
+            if ceiling_stopped(found.match.terminal) and result.error is not None:
+                self._ceiling_stopped(frame, None, result.error, found.match.entry)  # the stop replays too
             self._replay_facts = self._replay_facts or ReplayFacts(seg.index)
             self._replay_facts.emit(seg.events, frame, found.match.entry, found.match.terminal, result)
             return self._shape(frame, found.match.entry, result, on_error, full)
@@ -216,7 +219,7 @@ class AgentCall:
         """
         seg = self.seg
         prior = seg.index.match(frame.scope, budget_refusal_key(k)) if seg.index.replaying() else None
-        if prior is not None and (prior.entry.seq or 0) < seg.money_reset_seq:
+        if prior is not None and (prior.entry.seq or 0) < seg.replay.money_reset_seq:
             prior = None  # refused before the ceiling was raised or the orphans settled: decide it again
         if prior is not None and isinstance(prior.entry.value, dict):
             value = prior.entry.value
@@ -249,8 +252,11 @@ class AgentCall:
             reserve_usd=reserve, message=message, replayed=replayed, **self.seg.figures(),
         ))
 
-    def _ceiling_stopped(self, frame: Frame, hooks: AccountHooks, error: AgentError, running: JournalEntry) -> None:
-        """Record which ceiling stopped this agent (and the agent), so its scope settles `exhausted`.
+    def _ceiling_stopped(
+        self, frame: Frame, hooks: AccountHooks | None, error: AgentError, running: JournalEntry,
+    ) -> None:
+        """Record which ceiling stopped this agent (and the agent), so its scope settles `exhausted`
+        (`hooks` None: a replayed stop, whose binding ceiling is the one with the least room now).
 
         The in-flight exposure cap is not a ceiling: its refusals stop nothing for good.
         """
@@ -258,10 +264,11 @@ class AgentCall:
             return
         who = {"agent_id": running.agent_id, "label": running.label, "stage": error.stage, "reason": error.reason}
         tokens = self.seg.tree.tokens
-        if hooks.binding is tokens or (hooks.binding is None and tokens.at_ceiling()):
+        binding = hooks.binding if hooks is not None else None
+        if binding is tokens or (binding is None and tokens.at_ceiling()):
             tokens.stop(error.message, **who, remaining_tokens=self.seg.tree.remaining_tokens())
             return
-        account = hooks.binding or frame.account.binding()
+        account = binding or frame.account.binding()
         if account is not None:
             account.stop(error.message, **who, remaining_usd=account.room())
 

@@ -58,6 +58,9 @@ class Replay:
     stats: ReplayStats = field(default_factory=ReplayStats)
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
     """Per (scope, name): how many sites of that name this segment has entered (parallel, child workflows)."""
+    money_reset_seq: int = 0
+    """The seq of the last raise or orphan settlement (or past a fork's copied prefix): refusals and ceiling
+    stops journaled before it are decided again; later ones are read back."""
 
     def lookup(self, scope: str, key: str) -> Lookup:
         """Match a call and decide with the one replay predicate; update the replay stats."""
@@ -65,7 +68,8 @@ class Replay:
         if m is None:
             self.stats.misses += 1
             return Lookup(None, None)
-        return self._decided(scope, m, disposition(m.entry, m.terminal, abandoned=m.abandoned))
+        return self._decided(scope, m, disposition(m.entry, m.terminal, abandoned=m.abandoned,
+                                                   money_reset_seq=self.money_reset_seq))
 
     def replayed(self, scope: str, key: str) -> JournalEntry | Lookup:
         """`lookup`, but a call that replays a terminal gets that terminal itself (no `Match`, no `Lookup`:
@@ -75,7 +79,7 @@ class Replay:
             self.stats.misses += 1
             return Lookup(None, None)
         entry, terminal, abandoned = taken
-        action = disposition(entry, terminal, abandoned=abandoned)
+        action = disposition(entry, terminal, abandoned=abandoned, money_reset_seq=self.money_reset_seq)
         if action == "replay" and terminal is not None:
             self.stats.hits += 1
             return terminal

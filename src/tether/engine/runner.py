@@ -47,7 +47,7 @@ from tether.journal.cost import (
     spent_under,
 )
 from tether.journal.keys import GENESIS_KEY, SETTLE_KEY, args_hash
-from tether.journal.lineage import kept_meta, settle_members
+from tether.journal.lineage import Lineage, kept_meta, lineage_of, settle_members
 from tether.journal.matching import JournalIndex
 from tether.tools.ledger import orphans
 
@@ -147,7 +147,7 @@ async def _drive(
             await seg.journal.append(genesis_entry(services.clock(), wf.name, args_json, opts))
         for decision in relaxed:  # an operator's raise, durable before anything it lets the body do
             stored = await seg.journal.append(decision)
-            seg.money_reset_seq = stored.seq or seg.money_reset_seq
+            seg.replay.money_reset_seq = stored.seq or seg.replay.money_reset_seq
         live_meta: RunMeta | None = None
         if not opts.dry_run:
             now = services.clock()
@@ -200,7 +200,8 @@ def _segment(
     """The segment's parts, wired: its journal writer, replay lookup, suspensions, tree and tool calls."""
     cancel = Signal()
     journal = JournalWriter(run_id, store, index, cancel, lease=lease, dry_run=opts.dry_run)
-    replay = Replay(run_id, index, dry_run=opts.dry_run)
+    replay = Replay(run_id, index, dry_run=opts.dry_run,
+                    money_reset_seq=money_reset_seq(index.decision_entries, lineage_of(index.entries[:1])))
     return Segment(
         run_id=run_id,
         workflow=workflow,
@@ -222,7 +223,6 @@ def _segment(
             else None
         ),
         hard_ceiling=(opts.overshoot or "hard") == "hard",
-        money_reset_seq=money_reset_seq(index.decision_entries),
     )
 
 
@@ -282,11 +282,12 @@ def operator() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def money_reset_seq(decisions: Iterable[JournalEntry]) -> int:
-    """The seq of the last decision that changed the money (a raise, an orphan settlement): admission
-    refusals journaled before it are decided again, against the figures as they are now."""
+def money_reset_seq(decisions: Iterable[JournalEntry], lineage: Lineage | None = None) -> int:
+    """The seq of the last decision that changed the money (a raise, an orphan settlement), or just past a
+    fork's copied prefix (a fork has money of its own): admission refusals and ceiling stops journaled
+    before it are decided again, against the figures as they are now."""
     seqs = [e.seq or 0 for e in decisions if e.scope == "" and decision_name(e) in (BUDGET_RAISED, ORPHANS_SETTLED)]
-    return max(seqs, default=0)
+    return max(seqs, default=lineage.reused_through + 1 if lineage is not None else 0)
 
 
 def ceiling_refusal(seg: Segment) -> dict[str, Any] | None:

@@ -46,8 +46,6 @@ class Segment:
     exposure: ExposureGate | None = None
     hard_ceiling: bool = False
     """`overshoot="hard"`: every dispatch holds its worst case on the ceiling until it settles."""
-    money_reset_seq: int = 0
-    """The seq of the last raise or orphan settlement: budget refusals journaled before it are decided again."""
     dropped: list[DroppedBranch] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     handed_back: TetherError | None = None

@@ -12,8 +12,28 @@ Disposition = Literal["replay", "rerun", "redispatch", "skip"]
 TRANSPORT_CLASS = frozenset({"transport", "rate-limit", "budget"})
 
 
-def disposition(dispatch: JournalEntry, terminal: JournalEntry | None, *, abandoned: bool = False) -> Disposition:
-    """Decide replay / rerun / redispatch / skip for a matched entry and its terminal (if any)."""
+def ceiling_stopped(terminal: JournalEntry) -> bool:
+    """Whether a USD or token ceiling ended this call (the in-flight exposure cap is not a ceiling: it
+    stops nothing for good)."""
+    err = terminal.error
+    if not err or err.get("kind") != "budget" or terminal.status not in ("limit", "error", "cancelled"):
+        return False
+    message = str(err.get("message", ""))
+    return err.get("reason") != "exposure-drained" and not message.startswith("in-flight exposure cap") and (
+        not message.endswith("provider cancelled"))  # a stream cut with no ceiling fired
+
+
+def disposition(
+    dispatch: JournalEntry, terminal: JournalEntry | None, *, abandoned: bool = False,
+    money_reset_seq: int | None = None,
+) -> Disposition:
+    """Decide replay / rerun / redispatch / skip for a matched entry and its terminal (if any).
+
+    `money_reset_seq` is what a resume knows of the money: the seq of the last raise or orphan settlement
+    (0: none; past a fork's copied prefix: a fork's money is its own). A call a ceiling stopped after it
+    replays its stop, since the same money decides the same way; one stopped before it runs again, like
+    the admission refusals journaled before that decision. None (nothing known) reruns every budget stop.
+    """
     if abandoned:
         return "skip"
     if dispatch.status != "running":
@@ -24,6 +44,8 @@ def disposition(dispatch: JournalEntry, terminal: JournalEntry | None, *, abando
     status = terminal.status
     if status == "ok":
         return "replay"
+    if money_reset_seq is not None and ceiling_stopped(terminal):
+        return "rerun" if (terminal.seq or 0) < money_reset_seq else "replay"
     if status == "exhausted":
         return "replay" if terminal.memoized else "rerun"  # a child that returned despite its ceiling
     if status == "cancelled":
