@@ -14,7 +14,7 @@ Role = Literal["loop", "extract", "finalize", "summarize", "orchestrate"]
 ROLES: tuple[Role, ...] = ("loop", "extract", "finalize", "summarize", "orchestrate")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A requested model with its fallbacks (tried after retries) and an optional effort."""
 

@@ -83,6 +83,8 @@ class _CeilingCut:
     kept); more usage after that, or no terminal within `CEILING_GRACE_S`, cuts it.
     """
 
+    __slots__ = ("_timer", "own_usage", "self_fired", "signal")
+
     def __init__(self) -> None:
         self.signal = Signal()
         self.own_usage = False
@@ -202,6 +204,8 @@ def budget_error(exc: BudgetExhaustedError, stage: Stage) -> AgentError:
 
 class Dispatcher:
     """Runs model turns for one invocation; accounts usage and provider calls into the state."""
+
+    __slots__ = ("_sizes", "hooks", "host", "signal", "spec", "state")
 
     def __init__(
         self,

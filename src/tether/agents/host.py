@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tether.tools.permissions import Permissions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResolvedModel:
     """A routed model: `ref` is `adapter:model`, `adapter` the adapter object, `name` the model part."""
 
@@ -29,7 +29,7 @@ class ResolvedModel:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     attempts: int = 3
     base_s: float = 0.5
@@ -45,7 +45,7 @@ class OutputSpec:
     name: str = "result"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     """Everything one invocation needs, already resolved by the engine (routing, profiles, defaults)."""
 

@@ -103,6 +103,8 @@ def output_summary(output: Any, limit: int = 500) -> str | None:
 
 
 class _AgentLoop:
+    __slots__ = ("dispatcher", "gate", "hooks", "host", "signal", "spec", "state", "stop_reason", "tools")
+
     def __init__(
         self,
         spec: AgentSpec,

@@ -186,6 +186,8 @@ EXPIRE = Verdict("expire")
 class ToolBudgetGate:
     """The tool budget of one invocation; a no-op when the invocation has none."""
 
+    __slots__ = ("budget", "hooks", "host", "state", "window_refusals")
+
     def __init__(self, budget: Any, host: LoopHost, hooks: BudgetHooks, state: LoopState) -> None:
         if budget is not None and not isinstance(budget, ToolBudget):
             raise ConfigError(f"tool_budget= must be a tether.ToolBudget or None, not {type(budget).__name__}")

@@ -29,6 +29,8 @@ _Ready = tuple[int, ToolCallPart, Tool, dict[str, Any]]
 class ToolRunner:
     """Completes `state.pending`: a resumed batch skips every call that already has a result."""
 
+    __slots__ = ("gate", "host", "permissions", "state", "tools")
+
     def __init__(self, spec: AgentSpec, host: LoopHost, state: LoopState, gate: ToolBudgetGate) -> None:
         self.host, self.state, self.gate = host, state, gate
         self.tools = {t.name: t for t in spec.tools}

@@ -23,6 +23,8 @@ class Hold:
     `exposure=True` marks a dispatch's worst case in flight (counted in `Account.exposed` as well).
     """
 
+    __slots__ = ("account", "amount", "exposure", "left")
+
     def __init__(self, account: Account, amount: float, *, exposure: bool = False) -> None:
         self.account = account
         self.exposure = exposure

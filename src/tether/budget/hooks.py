@@ -55,6 +55,14 @@ class AccountHooks:
     release (`await_exposure_release`) instead of being admitted past the ceiling or shortened.
     """
 
+    __slots__ = (
+        "_expected", "_grants", "_in_flight", "_lookup", "_next_grant", "_price", "_prices", "_unsettled", "_waiting",
+        "_worst", "account", "allow_unpriced", "binding", "calibration", "costs", "cut", "exposure", "free", "hard",
+        "hold", "on_debit", "on_unpriced", "orphaned", "provider_calls", "run_id", "signal", "strict_pricing", "tenant",
+        "token_hold", "tokens", "undrawn_costs", "undrawn_tokens", "undrawn_usage", "unpriced", "usage_by_model",
+        "wait_s",
+    )
+
     def __init__(
         self,
         account: Account,

@@ -10,6 +10,8 @@ from functools import partial
 class Signal:
     """Fires once with a reason; listeners and waiters learn of it (Python's AbortSignal)."""
 
+    __slots__ = ("_event", "_listeners", "_next", "_reason")
+
     def __init__(self) -> None:
         self._reason: str | None = None
         self._event: asyncio.Event | None = None

@@ -50,7 +50,7 @@ def chunk_key(key: str, index: int) -> str:
     return f"{key}/m/{index}"
 
 
-@dataclass
+@dataclass(slots=True)
 class CheckpointChain:
     """What one invocation's checkpoints hold so far, so the next save writes only what is new."""
 

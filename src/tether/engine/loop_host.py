@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 class EngineLoopHost:
     """Binds one agent invocation (its `running` entry) to the journal, the blob area and events."""
 
+    __slots__ = (
+        "_call_base", "agent_seq", "chain", "checkpoint_key", "checkpoints", "cwd", "dispatched", "frame", "hooks",
+        "parent_span", "redispatched", "run_id", "running", "seg", "span_id", "undrawn_from",
+    )
+
     def __init__(
         self, seg: Segment, running: JournalEntry, frame: Frame, hooks: AccountHooks, *,
         redispatched: bool = False, parent_span: str = "run",

@@ -22,7 +22,7 @@ class Verdict(NamedTuple):
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Permissions:
     """Hooks → deny globs → ask globs → `can_use_tool` → default (ask when `needs_approval`).
 
