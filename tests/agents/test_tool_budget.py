@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -257,7 +258,7 @@ async def test_notices_ride_the_checkpoint_and_never_refire_on_resume() -> None:
     # resume from the checkpoint taken after the batch that fired the notice
     after_notice = next(s for s in host.saved if s.tool_budget.notices_fired and s.pending is None)
     fake2 = FakeModel(script=keeps_calling("probe", turns=3))
-    result = await run_agent(spec.__class__(**{**spec.__dict__, "models": make_spec(fake2).models}),
+    result = await run_agent(dataclasses.replace(spec, models=make_spec(fake2).models),
                              HostDouble(checkpoint=after_notice), HooksDouble())
     assert result.tool_budget is not None and result.tool_budget.notices_fired == [0.5]
     assert count_in(fake2.requests[-1].messages, "Tool budget notice") == 1

@@ -258,3 +258,75 @@ async def test_an_unknown_run_or_agent_option_from_untyped_code_is_a_type_error(
     ok = await engine.resume("t", typo, deadline_s=30.0)  # the per-segment option is a resume's own
     assert ok.status == "error"
     await engine.close()
+
+
+async def test_every_tether_object_made_per_agent_invocation_is_slotted(tmp_path: Path) -> None:
+    """An instance `__dict__` costs 100-1,600 bytes (one past 30 attributes stops sharing keys), paid once per
+    agent: at 10,000 concurrent agents the slotted set is ~20 MB of peak RSS (docs/performance.md). Objects
+    counted while 3 agents are mid-call, and made once per agent, must have no `__dict__`; pydantic models
+    (the chat messages, the contract's wire shapes) are exempt."""
+    import gc
+
+    agents = 3
+
+    def census() -> dict[type, int]:
+        seen: dict[type, int] = {}
+        for obj in gc.get_objects():
+            cls = type(obj)
+            module = cls.__dict__.get("__module__")
+            if isinstance(module, str) and module.startswith("tether.") and not isinstance(obj, BaseModel):
+                seen[cls] = seen.get(cls, 0) + 1
+        return seen
+
+    counts: list[dict[type, int]] = []
+    in_flight = asyncio.Event()
+
+    @tether.tool
+    def lookup(q: str) -> str:
+        """Look up."""
+        return q
+
+    def reply(request: Any) -> Reply:
+        return Reply(text="done")
+
+    waiting = [0]
+    all_waiting = asyncio.Event()
+
+    class Census(FakeModel):
+        async def stream(self, request: Any, signal: Any = None) -> Any:
+            waiting[0] += 1
+            if waiting[0] == agents:
+                all_waiting.set()
+            await in_flight.wait()
+            async for event in super().stream(request, signal):
+                yield event
+
+    model = Census(script=reply, prices={"m": tether.Price(input=1.0, output=2.0)})
+    engine = tether.Engine(models=[model], store=f"sqlite:///{tmp_path}/t.db", routing={"loop": "fake:m"})
+
+    @tether.workflow(name="fan")
+    async def fan(ctx: tether.Ctx) -> list[Any]:
+        async def count() -> None:
+            await all_waiting.wait()
+            try:
+                counts.append(census())
+            finally:
+                in_flight.set()
+
+        gc.collect()
+        counts.append(census())  # before: whatever else this process holds (other tests' engines)
+        waiter = asyncio.ensure_future(count())
+        out = await ctx.parallel([lambda i=i: ctx.agent(f"task {i}", tools=[lookup]) for i in range(agents)])
+        await waiter
+        return out
+
+    out = await engine.run(fan, run_id="r", budget_usd=1.0)
+    await engine.close()
+    assert out.status == "ok", out.error
+    before, during = counts
+    made = {cls: n - before.get(cls, 0) for cls, n in during.items()}
+    per_invocation = {cls for cls, n in made.items() if n > 0 and n % agents == 0}
+    assert len(per_invocation) >= 10  # the census saw the invocations' objects
+    dicts = sorted(f"{c.__module__}.{c.__qualname__}" for c in per_invocation if hasattr(c, "__dict__")
+                   and "__dict__" in {k for b in c.__mro__ for k in vars(b)})
+    assert dicts == []
