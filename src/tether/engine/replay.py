@@ -35,6 +35,17 @@ class PreviewStopped(JournalMissError):
 
 
 @dataclass(slots=True)
+class Counts:
+    """The replay stats as the segment counts them (a plain record: one increment per call); the outcome's
+    public `ReplayStats` is built from it once (`stats()`)."""
+
+    hits: int = 0
+    misses: int = 0
+    reruns: int = 0
+    skipped: int = 0
+
+
+@dataclass(slots=True)
 class Lookup:
     """The result of matching one call: what to do and with which journaled entries."""
 
@@ -50,12 +61,12 @@ class Lookup:
 
 @dataclass(eq=False)
 class Replay:
-    """Matches one segment's calls; counts hits, misses, re-runs and skips in `stats`."""
+    """Matches one segment's calls; counts hits, misses, re-runs and skips in `counts`."""
 
     run_id: str
     index: JournalIndex
     dry_run: bool = False
-    stats: ReplayStats = field(default_factory=ReplayStats)
+    counts: Counts = field(default_factory=Counts)
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
     """Per (scope, name): how many sites of that name this segment has entered (parallel, child workflows)."""
     money_reset_seq: int = 0
@@ -66,7 +77,7 @@ class Replay:
         """Match a call and decide with the one replay predicate; update the replay stats."""
         m = self.index.match(scope, key)
         if m is None:
-            self.stats.misses += 1
+            self.counts.misses += 1
             return Lookup(None, None)
         return self._decided(scope, m, disposition(m.entry, m.terminal, abandoned=m.abandoned,
                                                    money_reset_seq=self.money_reset_seq))
@@ -76,28 +87,33 @@ class Replay:
         this runs once per replayed host step); any other outcome is the `Lookup` `lookup` returns."""
         taken = self.index.take(scope, key)
         if taken is None:
-            self.stats.misses += 1
+            self.counts.misses += 1
             return Lookup(None, None)
         entry, terminal, abandoned = taken
         action = disposition(entry, terminal, abandoned=abandoned, money_reset_seq=self.money_reset_seq)
         if action == "replay" and terminal is not None:
-            self.stats.hits += 1
+            self.counts.hits += 1
             return terminal
         return self._decided(scope, Match(entry, terminal, abandoned), action)
 
     def _decided(self, scope: str, m: Match, action: Disposition) -> Lookup:
         if action == "replay":
-            self.stats.hits += 1
+            self.counts.hits += 1
         elif action == "skip":
-            self.stats.skipped += 1
+            self.counts.skipped += 1
             raise Abandoned(scope, m.entry.seq)
         else:
-            self.stats.reruns += 1
+            self.counts.reruns += 1
         return Lookup(action, m)
+
+    def stats(self, orphaned: list[str] | None = None) -> ReplayStats:
+        """The public replay report of this segment (with the effects a crash left unknown)."""
+        c = self.counts
+        return ReplayStats(hits=c.hits, misses=c.misses, reruns=c.reruns, skipped=c.skipped, orphaned=orphaned or [])
 
     def skipped(self, scope: str, seq: int | None) -> Abandoned:
         """Count an abandoned call found some other way (a suspension closed by `abandon`)."""
-        self.stats.skipped += 1
+        self.counts.skipped += 1
         return Abandoned(scope, seq)
 
     def require_live(self, what: str, scope: str) -> None:

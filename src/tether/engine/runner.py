@@ -394,7 +394,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
         if meta is not None:
             await seg.journal.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.services.clock()}))
     cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all a cost fold reads
-    seg.replay.stats.orphaned = [r.idempotency_key for r in await orphans(seg.journal.store, seg.run_id)]
+    orphaned = [r.idempotency_key for r in await orphans(seg.journal.store, seg.run_id)]
     return RunOutcome(
         run_id=seg.run_id,
         status=status,
@@ -404,6 +404,6 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
         usage=cost.usage,
         dropped=list(seg.dropped),
         pending=pending if status in ("suspended", "exhausted") else [],
-        replay=seg.replay.stats,
+        replay=seg.replay.stats(orphaned),
         warnings=list(seg.warnings),
     )

@@ -44,17 +44,20 @@ def linked_json(entry: JournalEntry, seq: int) -> tuple[str, str]:
     """(the stored text of an entry at `seq`, the link to it: the `prev` of the entry after it).
 
     One sha256 of the body gives both the checksum (its first digits) and the link."""
-    numbered = entry if entry.seq == seq else replace(entry, seq=seq)
-    if numbered.unknown and "checksum" in numbered.unknown:  # a loaded entry's own, now stale
-        numbered = replace(numbered, unknown={k: v for k, v in numbered.unknown.items() if k != "checksum"})
+    if entry.unknown and "checksum" in entry.unknown:  # a loaded entry's own, now stale
+        entry = replace(entry, unknown={k: v for k, v in entry.unknown.items() if k != "checksum"})
+    given = entry.seq
+    entry.seq = seq  # numbered for the dump only (a copy costs more than the dump): the caller's seq stays
     try:
-        body = entry_bytes(numbered)
+        body = entry_bytes(entry)
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise NonSerializableValueError(
             f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
             f"({exc}); nothing was appended. Journal plain JSON data or pydantic models.",
             kind=entry.kind,
         ) from None
+    finally:
+        entry.seq = given
     link = digest(body)
     return f'{body[:-1].decode()},"checksum":"{link[:CHECKSUM_DIGITS]}"}}', link
 
