@@ -108,6 +108,78 @@ def sqlite_appends(n: int = APPENDS, rounds: int = 7) -> dict[str, float]:
             "median_ratio": ratios[len(ratios) // 2]}
 
 
+def chain_appends(n: int = APPENDS, rounds: int = 5) -> dict[str, float]:
+    """What the hash chain costs (`tether.journal.chain`): SQLite appends of chained entries against the same
+    entries unchained, the load of each journal, and sha256 calls counted per append and per loaded entry.
+
+    Both sides take the segment's path: `encode_linked` (seq, ref and checksum, returning the link) and one
+    `append_rows_now` transaction per entry under a lease; the chained side sets each entry's `prev` to the
+    link the previous encode returned, as `JournalWriter.stage` does. Rounds alternate which side goes first,
+    each on a database of its own; the figure keeps each side's best round and the median paired ratio.
+    """
+    import hashlib
+
+    from tether.stores import codec
+    from tether.stores.sqlite import SqliteStore
+
+    calls = {"sha256": 0}
+    real_sha256 = hashlib.sha256
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls["sha256"] += 1
+        return real_sha256(*args, **kwargs)
+
+    async def side(path: str, chain: bool) -> tuple[float, float, int, int]:
+        entries = [_entry(i) for i in range(n)]  # fresh: the chained side links them in place
+        s = SqliteStore(path)
+        run = uuid.uuid4().hex
+        lease = await s.acquire(run, current_owner(), 60.0)
+        link = "0" * 64
+        hashlib.sha256 = counting  # type: ignore[assignment]  # codec and chain call it through the module
+        calls["sha256"] = 0
+        try:
+            start = time.perf_counter()
+            for seq, e in enumerate(entries, start=1):
+                if chain:
+                    e.prev = link
+                text, link = codec.encode_linked(run, seq, e)
+                s.append_rows_now(run, [(seq, text)], lease)
+            appended = time.perf_counter() - start
+            append_hashes = calls["sha256"]
+            calls["sha256"] = 0
+            start = time.perf_counter()
+            loaded = await s.load(run)
+            load_s = time.perf_counter() - start
+            load_hashes = calls["sha256"]
+        finally:
+            hashlib.sha256 = real_sha256  # type: ignore[assignment]
+        assert len(loaded) == n and (loaded[-1].prev is not None) == chain
+        await s.close()
+        return n / appended, n / load_s, append_hashes, load_hashes
+
+    results: dict[bool, list[tuple[float, float, int, int]]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(rounds):
+            order = (True, False) if i % 2 == 0 else (False, True)
+            for chain in order:
+                results[chain].append(asyncio.run(side(f"{tmp}/{chain}-{i}.db", chain)))
+    ratios = sorted(c[0] / u[0] for c, u in zip(results[True], results[False], strict=True))
+    load_ratios = sorted(c[1] / u[1] for c, u in zip(results[True], results[False], strict=True))
+    chained, unchained = results[True][-1], results[False][-1]
+    return {
+        "chained_per_s": max(r[0] for r in results[True]),
+        "unchained_per_s": max(r[0] for r in results[False]),
+        "median_ratio": ratios[len(ratios) // 2],
+        "chained_load_per_s": max(r[1] for r in results[True]),
+        "unchained_load_per_s": max(r[1] for r in results[False]),
+        "median_load_ratio": load_ratios[len(load_ratios) // 2],
+        "hashes_per_append_chained": chained[2] / n,
+        "hashes_per_append_unchained": unchained[2] / n,
+        "hashes_per_loaded_entry_chained": chained[3] / n,
+        "hashes_per_loaded_entry_unchained": unchained[3] / n,
+    }
+
+
 def _pg_reachable() -> bool:
     try:
         import psycopg

@@ -60,6 +60,7 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "long_agent_200": lambda: agent_loop.long_agent(50 if quick else 200, rounds=1),
         "sqlite_appends": lambda: journal.sqlite_appends(1_000 if quick else journal.APPENDS),
         "postgres_appends": lambda: journal.postgres_appends(300 if quick else 1_000),
+        "chain_appends": lambda: journal.chain_appends(1_000 if quick else journal.APPENDS),
         "group_commit": lambda: journal.group_commit(8, 50 if quick else 250),
         "tether_one_step": lambda: peers.tether_one_step(100 if quick else peers.N),
         "dbos_one_step": lambda: peers.dbos_one_step(100 if quick else peers.N),
@@ -239,6 +240,20 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
         if median is not None:
             out.append(Row("SQLite appends, median ratio of the paired rounds", "", "", f"{median:.2f}x",
                            ">= 0.70x"))
+    ch = res.get("chain_appends", {})
+    if ch and _err(ch):
+        out.append(Row("hash chain, appends/s", "n/a", _err(ch) or "", "n/a", "(info)"))
+    elif ch:
+        out.append(Row("hash chain: SQLite appends of chained entries, appends/s, best round (sha256 per append)",
+                       f"{_f(ch.get('chained_per_s'))} ({ch.get('hashes_per_append_chained', 0):.2f})",
+                       f"same entries unchained: {_f(ch.get('unchained_per_s'))} "
+                       f"({ch.get('hashes_per_append_unchained', 0):.2f})",
+                       f"{ch.get('median_ratio', 0):.2f}x", "one hash per append"))
+        out.append(Row("hash chain: load of the chained journal, entries/s (sha256 per entry)",
+                       f"{_f(ch.get('chained_load_per_s'))} ({ch.get('hashes_per_loaded_entry_chained', 0):.2f})",
+                       f"unchained: {_f(ch.get('unchained_load_per_s'))} "
+                       f"({ch.get('hashes_per_loaded_entry_unchained', 0):.2f})",
+                       f"{ch.get('median_load_ratio', 0):.2f}x", "(info)"))
     pg = res.get("postgres_appends", {})
     if not pg:
         pass
