@@ -33,7 +33,7 @@ from tether.engine.profiles import NO_PROFILE
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import schema_hash, to_jsonable
-from tether.journal.disposition import ceiling_stopped
+from tether.journal.disposition import ceiling_stopped, exposure_refusal
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
 from tether.journal.lineage import lineage_of
 from tether.journal.scope import agent_segment, join
@@ -260,7 +260,7 @@ class AgentCall:
 
         The in-flight exposure cap is not a ceiling: its refusals stop nothing for good.
         """
-        if error.reason == "exposure-drained" or error.message.startswith("in-flight exposure cap"):
+        if exposure_refusal(error.reason, error.message):
             return
         who = {"agent_id": running.agent_id, "label": running.label, "stage": error.stage, "reason": error.reason}
         tokens = self.seg.tree.tokens

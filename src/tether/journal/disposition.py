@@ -12,15 +12,19 @@ Disposition = Literal["replay", "rerun", "redispatch", "skip"]
 TRANSPORT_CLASS = frozenset({"transport", "rate-limit", "budget"})
 
 
+def exposure_refusal(reason: str | None, message: str) -> bool:
+    """Whether a budget error is the in-flight exposure cap's: not a ceiling, it stops nothing for good."""
+    return reason == "exposure-drained" or message.startswith("in-flight exposure cap")
+
+
 def ceiling_stopped(terminal: JournalEntry) -> bool:
-    """Whether a USD or token ceiling ended this call (the in-flight exposure cap is not a ceiling: it
-    stops nothing for good)."""
+    """Whether a USD or token ceiling ended this call (not the exposure cap, nor a stream cut with no ceiling
+    fired)."""
     err = terminal.error
     if not err or err.get("kind") != "budget" or terminal.status not in ("limit", "error", "cancelled"):
         return False
     message = str(err.get("message", ""))
-    return err.get("reason") != "exposure-drained" and not message.startswith("in-flight exposure cap") and (
-        not message.endswith("provider cancelled"))  # a stream cut with no ceiling fired
+    return not exposure_refusal(err.get("reason"), message) and not message.endswith("provider cancelled")
 
 
 def disposition(
