@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -69,6 +70,25 @@ async def test_a_signed_bundle_with_any_one_byte_flipped_fails(backend: Backend,
             verify_bundle(path, keys["signer.pub"])
         whys.add(err.value.why)
     assert {"checksum", "signature"} <= whys
+
+
+@pytest.mark.parametrize("member", ["signature", "public_key"])
+async def test_a_base64_digit_changed_in_its_unused_bits_fails(backend: Backend, keys: dict[str, Path],
+                                                               tmp_path: Path, member: str) -> None:
+    # The last digit of a padded base64 text carries bits no byte uses: changing one of them decodes to the
+    # same bytes, so a lax decode would call such a bundle signed although its bytes are not what was signed.
+    path = await backend.engine.export(RUN, tmp_path / "run.bundle", sign_key=keys["signer"])
+    doc = json.loads(path.read_bytes())
+    text = doc["signature"][member]
+    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = len(text.rstrip("=")) - 1
+    twin = text[:last] + digits[digits.index(text[last]) ^ 1] + text[last + 1:]
+    assert base64.b64decode(twin) == base64.b64decode(text) and twin != text
+    doc["signature"][member] = twin
+    path.write_bytes(canonical_json(doc))
+    with pytest.raises(AuditError, match="canonical base64") as err:
+        verify_bundle(path, keys["signer.pub"])
+    assert err.value.why == "signature"
 
 
 async def test_a_byte_flipped_inside_an_entry_names_its_seq(backend: Backend, keys: dict[str, Path],

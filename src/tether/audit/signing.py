@@ -60,11 +60,9 @@ def signature_holds(
     serialization, ed25519 = _crypto()
     if member.get("alg") != ALGORITHM:
         return f"the signature's algorithm is {member.get('alg')!r}, not {ALGORITHM!r}"
-    try:
-        named = base64.b64decode(str(member.get("public_key", "")), validate=True)
-        value = base64.b64decode(str(member.get("signature", "")), validate=True)
-    except ValueError:
-        return "the signature member is not base64"
+    named, value = _canonical_b64(member.get("public_key")), _canonical_b64(member.get("signature"))
+    if named is None or value is None:
+        return "the signature member is not canonical base64"
     if public_key_path is not None:
         key = _read_key(public_key_path, private=False)
         raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -82,3 +80,17 @@ def signature_holds(
     except InvalidSignature:
         return "the signature does not match the bundle's bytes"
     return None
+
+
+def _canonical_b64(text: Any) -> bytes | None:
+    """The bytes `text` encodes, if it is the one base64 text of them; else None.
+
+    A base64 text's last digit can carry unused bits, so several texts decode to the same bytes: a changed
+    bit there would leave the signature valid, and the bundle would differ from what was signed."""
+    if not isinstance(text, str):
+        return None
+    try:
+        data = base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+    return data if base64.b64encode(data).decode() == text else None
