@@ -91,16 +91,6 @@ class JournalEntry(Record):
     unknown: Annotated[dict[str, Any] | None, Field(exclude=True, repr=False)] = None
     """Members this version does not know (a newer one wrote them), written back untouched."""
 
-    def __post_init__(self) -> None:
-        # Values of the fields typed float are floats, as a store reads them back (a clock or a tally may hand an
-        # int): the same entry serializes to the same bytes whichever way it was built.
-        if type(self.cost_usd) is int:
-            self.cost_usd = float(self.cost_usd)
-        if type(self.started_at) is int:
-            self.started_at = float(self.started_at)
-        if type(self.ended_at) is int:
-            self.ended_at = float(self.ended_at)
-
     def to_json_dict(self) -> dict[str, Any]:
         """The entry as JSON data, unset members left out (what a store holds, minus the checksum)."""
         return _entry_json_dict(self)
@@ -156,6 +146,15 @@ def entry_from_dict(data: Any) -> JournalEntry:
 
 def entry_bytes(entry: JournalEntry) -> bytes:
     """The entry as compact JSON: its set members in declaration order, then the unknown ones as they were."""
+    # The fields typed float hold floats, as a store reads them back (a clock or a tally may hand an int): the
+    # same entry dumps to the same bytes however it was built. Here rather than in `__post_init__`, which
+    # pydantic would run for every entry a load decodes (already floats).
+    if type(entry.cost_usd) is int:
+        entry.cost_usd = float(entry.cost_usd)
+    if type(entry.started_at) is int:
+        entry.started_at = float(entry.started_at)
+    if type(entry.ended_at) is int:
+        entry.ended_at = float(entry.ended_at)
     body = ENTRY.dump_json(entry, exclude_none=True)
     if not entry.unknown:
         return body

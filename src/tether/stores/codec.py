@@ -10,15 +10,18 @@ one too (stripping the member is corruption as well).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import operator
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NotRequired
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from pydantic_core import PydanticSerializationError
+from typing_extensions import TypedDict  # pydantic reads a TypedDict's members from this one before 3.12
 
 from tether.contracts.entries import ENTRY, JournalEntry, RunMeta, entry_bytes, entry_from_dict
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
@@ -132,7 +135,21 @@ def _split_checksum(raw: bytes) -> tuple[bytes, bytes | None]:
     return raw, None
 
 
-_ENTRIES: TypeAdapter[list[JournalEntry]] = TypeAdapter(list[JournalEntry])
+def _stored_shape() -> Any:
+    """`JournalEntry`'s members as a `TypedDict` (the same types, constraints and required members), closed to
+    members it does not declare. Validating into dicts and building each entry with its `__init__` costs
+    about a third fewer instructions than pydantic building slotted dataclasses member by member."""
+    hints = typing.get_type_hints(JournalEntry, include_extras=True)
+    members = {
+        f.name: hints[f.name] if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        else NotRequired[hints[f.name]]
+        for f in dataclasses.fields(JournalEntry) if f.name != "unknown"
+    }
+    shape = TypedDict("StoredEntry", members)  # type: ignore[misc]  # built from the dataclass's fields
+    return with_config(ConfigDict(extra="forbid"))(shape)
+
+
+_ENTRIES: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[_stored_shape()])  # type: ignore[misc,arg-type]
 """A whole journal in one validation (entries with members this version does not know fail it: the
 per-entry path keeps those)."""
 
@@ -206,15 +223,15 @@ _UNKNOWN_MEMBER = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
 
 
 def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
-    # One pydantic call over the whole journal: it parses and builds every entry in Rust, which costs
-    # less than parsing in one call and building the models in Python (measured: 20,000 step entries
-    # 51 ms against 66 ms, agent entries with usage 98 ms against 196 ms).
+    # One pydantic call over the whole journal parses and validates every entry in Rust, into dicts; each
+    # entry is then built by its own `__init__` (callgrind: 36k instructions an entry against 50k for
+    # pydantic building the slotted dataclasses itself).
     return _validated(b"[" + b",".join(bodies) + b"]")
 
 
 def _validated(joined: bytes) -> list[JournalEntry] | None:
     try:
-        return _ENTRIES.validate_json(joined)
+        return [JournalEntry(**members) for members in _ENTRIES.validate_json(joined)]
     except ValidationError:
         return None
 
