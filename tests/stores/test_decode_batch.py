@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from hypothesis import given, settings
@@ -113,3 +114,27 @@ def test_members_the_adapter_coerces_or_refuses_are_decoded_as_the_checked_path_
     bad = b'{"seq":1,"kind":"bogus"}'
     bad = bad[:-1] + f',"checksum":"{checksum(bad)}"}}'.encode()
     assert decode_batch([bad]) is None
+
+
+def _checksummed(body: bytes) -> bytes:
+    return body[:-1] + f',"checksum":"{checksum(body)}"}}'.encode()
+
+
+def test_members_named_like_the_unknown_slot_stay_unknown_members_and_are_written_back() -> None:
+    rows = [_checksummed(b'{"seq":1,"kind":"step","unknown":{"a":1}}'),
+            _checksummed(b'{"seq":2,"kind":"step","~unknown members~":{"b":2}}')]
+    loaded = decode_rows("r", list(enumerate(rows, start=1)), "here")
+    assert [e.unknown for e in loaded] == [{"unknown": {"a": 1}}, {"~unknown members~": {"b": 2}}]
+    assert decode_batch(rows) is None  # the one-call decode defers both to the per-entry path
+    assert [entry_json(e, e.seq or 0).encode() for e in loaded] == [
+        _checksummed(b'{"seq":1,"scope":"","key":"","ordinal":0,"kind":"step","hash_version":1,"unknown":{"a":1}}'),
+        _checksummed(b'{"seq":2,"scope":"","key":"","ordinal":0,"kind":"step","hash_version":1,'
+                     b'"~unknown members~":{"b":2}}'),
+    ]
+
+
+def test_a_loaded_journal_leaves_nothing_for_the_cycle_collector_to_track() -> None:
+    rows = [entry_json(JournalEntry(kind="step", key="k", value={"i": i}), i + 1).encode() for i in range(3)]
+    loaded = decode_batch(rows)
+    assert loaded is not None and [e.value for e in loaded] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert not any(gc.is_tracked(e) for e in loaded)  # entries hold no cycle: the collector never walks them

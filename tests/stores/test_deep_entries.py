@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tether.contracts.entries import ENTRY, JournalEntry, RunMeta
+from tether.contracts.entries import STORED, JournalEntry, RunMeta
 from tether.contracts.errors import NonSerializableValueError
 from tether.contracts.protocols import JournalStore
 from tether.journal.canonical import nesting_depth
@@ -98,7 +98,7 @@ def test_whatever_a_store_accepts_on_write_it_loads_back(
 def test_an_entry_pydantics_parser_refuses_for_depth_loads_through_the_stdlib_parser() -> None:
     text = entry_json(JournalEntry(kind="step", status="ok", key="k", value=lists(230)), 1)
     with pytest.raises(ValidationError, match="recursion limit exceeded"):
-        ENTRY.validate_json(text)  # pydantic's parser, where every load failed: journal-corrupt, for good
+        STORED.validate_json(text)  # pydantic's parser, where every load failed: journal-corrupt, for good
     got = parse_entry(text, "seq 1")
     assert got.value == lists(230) and nesting_depth(got.value) == 230
 

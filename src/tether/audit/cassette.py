@@ -18,7 +18,7 @@ import os
 import re
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +156,8 @@ def installed_entries(run_id: str, texts: list[str]) -> tuple[list[JournalEntry]
         scope = _AGENT_SCOPE.sub(lambda m: f"agent:{renumber[int(m.group(1))]}", entry.scope)
         ref = None if entry.ref is None else renumber[entry.ref]
         checkpoint = _moved_key(run_id, entry.checkpoint_ref, renumber)
-        out.append(replace(entry, seq=renumber[old], ref=ref, scope=scope, checkpoint_ref=checkpoint, prev=None))
+        out.append(entry.model_copy(update={"seq": renumber[old], "ref": ref, "scope": scope,
+                                           "checkpoint_ref": checkpoint, "prev": None}))
     return relinked(out), renumber
 
 

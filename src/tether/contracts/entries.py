@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
-from typing import Annotated, Any, Literal
+import typing
+from typing import Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic_core import to_json
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter, with_config
+from pydantic_core import CoreSchema, core_schema, to_json
+from typing_extensions import TypedDict  # pydantic reads a TypedDict's members from this one before 3.12
 
-from tether.contracts.records import Record
 from tether.contracts.usage import Usage
 
 HASH_VERSION = 1
@@ -29,19 +30,19 @@ MetaStatus = Literal["queued", "running", "ok", "error", "cancelled", "exhausted
 """A run's status as listed: a run outcome's status, `queued` (waiting in the run queue for a worker), or
 `dead` (dead-lettered: settled `error` after its workers kept dying, and never claimed again; docs/workers.md)."""
 SETTLED_STATUSES = frozenset({"ok", "error", "cancelled", "exhausted", "suspended"})
+_NOT_STORED = "~unknown members~"
+"""`unknown`'s name to the decoder, which no stored member bears (one named `unknown` stays an unknown one)."""
 
 
-@dataclass(slots=True, kw_only=True)
-class JournalEntry(Record):
+class JournalEntry(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields=True):
     """One journal record, as every store persists it (the JSON form is `to_json_dict()`).
 
-    A plain slotted dataclass: the engine builds a few per call and keeps every one of a run in memory,
-    so it holds its values and nothing else. It is validated and serialized by one adapter at the store
-    boundary (`tether.stores.codec`); members a newer version wrote that this one does not know are kept
-    in `unknown` and written back as they were. `seq` is assigned once, when the entry is numbered.
+    A plain record: the engine builds a few per call and keeps every one of a run in memory, so it holds
+    its values and nothing else (a `msgspec.Struct` the cycle collector does not track: it never refers
+    to itself). `tether.stores.codec` writes and reads it at the store boundary; members a newer version
+    wrote that this one does not know are kept in `unknown` and written back as they were. `seq` is
+    assigned once, when the entry is numbered.
     """
-
-    __pydantic_config__ = ConfigDict(extra="forbid")  # the fast decode: an unknown member takes the slow path
 
     seq: int | None = None
     ref: int | None = None
@@ -88,7 +89,7 @@ class JournalEntry(Record):
     prev: str | None = None
     """The hash chain (`tether.journal.chain`): the sha256 of the previous entry's stored bytes without its
     checksum member (64 zeros at seq 1). None in journals written before entries were chained."""
-    unknown: Annotated[dict[str, Any] | None, Field(exclude=True, repr=False)] = None
+    unknown: dict[str, Any] | None = msgspec.field(default=None, name=_NOT_STORED)
     """Members this version does not know (a newer one wrote them), written back untouched."""
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -100,19 +101,19 @@ class JournalEntry(Record):
         exclude: set[str] | None = None, exclude_none: bool = False,
     ) -> dict[str, Any]:
         """The entry's members as a dict (`mode="json"`: JSON values), unknown members included."""
-        data = super(JournalEntry, self).model_dump(mode=mode, include=include, exclude=exclude,
-                                                    exclude_none=exclude_none)
+        data: dict[str, Any] = STORED.dump_python(_members(self), mode=mode, include=include, exclude=exclude,
+                                                  exclude_none=exclude_none)
         data.update({k: v for k, v in (self.unknown or {}).items()
                      if (include is None or k in include) and not (exclude and k in exclude)})
         return data
 
     def model_dump_json(self, *, exclude_none: bool = True) -> str:
         """The entry as compact JSON, unset members left out (the bytes a store writes, minus the checksum)."""
-        return entry_bytes(self).decode() if exclude_none else super(JournalEntry, self).model_dump_json()
+        return entry_bytes(self).decode() if exclude_none else STORED.dump_json(_members(self)).decode()
 
     def model_copy(self, *, update: dict[str, Any] | None = None) -> JournalEntry:
-        """A copy with `update` applied (`dataclasses.replace`)."""
-        return replace(self, **(update or {}))
+        """A copy with `update` applied (`msgspec.structs.replace`)."""
+        return msgspec.structs.replace(self, **(update or {}))
 
     @classmethod
     def model_validate(cls, data: Any) -> JournalEntry:
@@ -126,20 +127,58 @@ class JournalEntry(Record):
         """An entry from its JSON text; unknown members are kept in `unknown`."""
         return entry_from_dict(json.loads(text))  # (the stores decode through `tether.stores.codec`)
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """An entry inside a pydantic model (a server page): validated as `model_validate` is, dumped and
+        described as the stored shape (every declared member, `unknown` left out)."""
+        stored = handler.generate_schema(StoredEntry)
+        from_data = core_schema.no_info_after_validator_function(_built, stored)
+        return core_schema.json_or_python_schema(
+            json_schema=from_data,
+            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), from_data]),
+            serialization=core_schema.plain_serializer_function_ser_schema(_members, return_schema=stored),
+        )
 
-ENTRY: TypeAdapter[JournalEntry] = JournalEntry.adapter()
-"""The one adapter that validates and serializes journal entries."""
-FIELDS: frozenset[str] = frozenset(f.name for f in fields(JournalEntry)) - {"unknown"}
+
+def _stored_shape() -> Any:
+    """`JournalEntry`'s members as a closed `TypedDict` (the same types and required members): what pydantic
+    validates a stored entry's JSON against and writes it from."""
+    hints = typing.get_type_hints(JournalEntry, include_extras=True)
+    members = {
+        name: hints[name] if default is msgspec.NODEFAULT else NotRequired[hints[name]]
+        for name, default in zip(JournalEntry.__struct_fields__, _DEFAULTS, strict=True) if name != "unknown"
+    }
+    shape = TypedDict("JournalEntry", members)  # type: ignore[misc]  # built from the struct's fields
+    return with_config(ConfigDict(extra="forbid"))(shape)
+
+
+_DEFAULTS = (msgspec.NODEFAULT,) * (len(JournalEntry.__struct_fields__) - len(JournalEntry.__struct_defaults__)) \
+    + JournalEntry.__struct_defaults__
+FIELDS: frozenset[str] = frozenset(JournalEntry.__struct_fields__) - {"unknown"}
+StoredEntry: Any = _stored_shape()
+STORED: TypeAdapter[dict[str, Any]] = TypeAdapter(StoredEntry)
+"""The one adapter that validates a stored entry's members and writes them (`entry_bytes`)."""
+
+
+def _members(entry: JournalEntry) -> dict[str, Any]:
+    """The entry's declared members (not `unknown`) as a dict, in declaration order."""
+    data = msgspec.structs.asdict(entry)
+    del data["unknown"]
+    return data
+
+
+def _built(members: dict[str, Any]) -> JournalEntry:
+    return JournalEntry(**members)
 
 
 def entry_from_dict(data: Any) -> JournalEntry:
     """Validate a dict as an entry; members this version does not know go to `unknown`."""
     if not isinstance(data, dict):
-        return ENTRY.validate_python(data)  # raises the adapter's ValidationError
+        return JournalEntry(**STORED.validate_python(data))  # raises the adapter's ValidationError
     unknown = {k: v for k, v in data.items() if k not in FIELDS}
     if not unknown:
-        return ENTRY.validate_python(data)
-    entry = ENTRY.validate_python({k: v for k, v in data.items() if k in FIELDS})
+        return JournalEntry(**STORED.validate_python(data))
+    entry = JournalEntry(**STORED.validate_python({k: v for k, v in data.items() if k in FIELDS}))
     entry.unknown = unknown
     return entry
 
@@ -148,14 +187,14 @@ def entry_bytes(entry: JournalEntry) -> bytes:
     """The entry as compact JSON: its set members in declaration order, then the unknown ones as they were."""
     # The fields typed float hold floats, as a store reads them back (a clock or a tally may hand an int): the
     # same entry dumps to the same bytes however it was built. Here rather than in `__post_init__`, which
-    # pydantic would run for every entry a load decodes (already floats).
+    # would run for every entry a load decodes (already floats).
     if type(entry.cost_usd) is int:
         entry.cost_usd = float(entry.cost_usd)
     if type(entry.started_at) is int:
         entry.started_at = float(entry.started_at)
     if type(entry.ended_at) is int:
         entry.ended_at = float(entry.ended_at)
-    body = ENTRY.dump_json(entry, exclude_none=True)
+    body = STORED.dump_json(_members(entry), exclude_none=True)
     if not entry.unknown:
         return body
     tail = to_json(entry.unknown)  # `{...}`: its members follow the declared ones
@@ -163,7 +202,7 @@ def entry_bytes(entry: JournalEntry) -> bytes:
 
 
 def _entry_json_dict(entry: JournalEntry) -> dict[str, Any]:
-    data: dict[str, Any] = ENTRY.dump_python(entry, mode="json", exclude_none=True)
+    data: dict[str, Any] = STORED.dump_python(_members(entry), mode="json", exclude_none=True)
     if entry.unknown:
         data.update(entry.unknown)
     return data

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import replace
 
 from tether.contracts.entries import JournalEntry, entry_bytes
 from tether.contracts.errors import JournalCorruptError
@@ -37,7 +36,8 @@ def digest(body: bytes) -> str:
 def body_of(entry: JournalEntry) -> bytes:
     """A loaded entry's body as this version encodes it (its stored bytes, for anything it wrote itself)."""
     if entry.unknown and "checksum" in entry.unknown:  # read by a path that kept the stored member
-        entry = replace(entry, unknown={k: v for k, v in entry.unknown.items() if k != "checksum"} or None)
+        kept = {k: v for k, v in entry.unknown.items() if k != "checksum"}
+        entry = entry.model_copy(update={"unknown": kept or None})
     return entry_bytes(entry)
 
 
@@ -56,7 +56,7 @@ def relinked(entries: Sequence[JournalEntry]) -> list[JournalEntry]:
     """Copies of `entries` (seq order, numbered) with every link recomputed: a journal rebuilt elsewhere."""
     out: list[JournalEntry] = []
     for entry in entries:
-        out.append(replace(entry, prev=link_after(out)))
+        out.append(entry.model_copy(update={"prev": link_after(out)}))
     return out
 
 

@@ -10,21 +10,19 @@ one too (stripping the member is corruption as well).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import operator
-import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import Any, NotRequired
+from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+import msgspec
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
-from typing_extensions import TypedDict  # pydantic reads a TypedDict's members from this one before 3.12
 
-from tether.contracts.entries import ENTRY, JournalEntry, RunMeta, entry_bytes, entry_from_dict
+from tether.contracts.entries import STORED, JournalEntry, RunMeta, entry_bytes, entry_from_dict
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
+from tether.contracts.usage import Usage
 from tether.journal.chain import GENESIS, body_of, broken_link, digest, genesis_link
 
 CHECKSUM_DIGITS = 32
@@ -48,7 +46,7 @@ def linked_json(entry: JournalEntry, seq: int) -> tuple[str, str]:
 
     One sha256 of the body gives both the checksum (its first digits) and the link."""
     if entry.unknown and "checksum" in entry.unknown:  # a loaded entry's own, now stale
-        entry = replace(entry, unknown={k: v for k, v in entry.unknown.items() if k != "checksum"})
+        entry = msgspec.structs.replace(entry, unknown={k: v for k, v in entry.unknown.items() if k != "checksum"})
     given = entry.seq
     entry.seq = seq  # numbered for the dump only (a copy costs more than the dump): the caller's seq stays
     try:
@@ -135,23 +133,16 @@ def _split_checksum(raw: bytes) -> tuple[bytes, bytes | None]:
     return raw, None
 
 
-def _stored_shape() -> Any:
-    """`JournalEntry`'s members as a `TypedDict` (the same types, constraints and required members), closed to
-    members it does not declare. Validating into dicts and building each entry with its `__init__` costs
-    about a third fewer instructions than pydantic building slotted dataclasses member by member."""
-    hints = typing.get_type_hints(JournalEntry, include_extras=True)
-    members = {
-        f.name: hints[f.name] if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        else NotRequired[hints[f.name]]
-        for f in dataclasses.fields(JournalEntry) if f.name != "unknown"
-    }
-    shape = TypedDict("StoredEntry", members)  # type: ignore[misc]  # built from the dataclass's fields
-    return with_config(ConfigDict(extra="forbid"))(shape)
+def _usage(tp: type, data: Any) -> Any:
+    """The decoder's hook for the one member type it does not know: pydantic's `Usage`."""
+    if tp is Usage:
+        return Usage.model_validate(data)  # a ValidationError is a ValueError: the decode fails, not crashes
+    raise NotImplementedError(f"no decoder for {tp!r}")
 
 
-_ENTRIES: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[_stored_shape()])  # type: ignore[misc,arg-type]
-"""A whole journal in one validation (entries with members this version does not know fail it: the
-per-entry path keeps those)."""
+_ENTRIES = msgspec.json.Decoder(list[JournalEntry], dec_hook=_usage)
+"""A whole journal in one C-level parse into entries (one with members this version does not know, or a
+value pydantic would coerce, fails it: the per-entry path keeps or refuses those)."""
 
 
 def _verified_body(raw: bytes) -> bytes | None:
@@ -218,22 +209,19 @@ def _chain_holds(entries: list[JournalEntry], links: list[str], from_genesis: bo
 
 _SEQ = operator.attrgetter("seq")
 _PREV = operator.attrgetter("prev")
+_UNKNOWN = operator.attrgetter("unknown")
 _UNKNOWN_MEMBER = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
 """How a validation names a member `JournalEntry` does not declare (a newer version wrote it)."""
 
 
 def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
-    # One pydantic call over the whole journal parses and validates every entry in Rust, into dicts; each
-    # entry is then built by its own `__init__` (callgrind: 36k instructions an entry against 50k for
-    # pydantic building the slotted dataclasses itself).
-    return _validated(b"[" + b",".join(bodies) + b"]")
-
-
-def _validated(joined: bytes) -> list[JournalEntry] | None:
+    # One msgspec call parses and type-checks every entry of the journal and builds it, in C.
     try:
-        return [JournalEntry(**members) for members in _ENTRIES.validate_json(joined)]
-    except ValidationError:
+        entries = _ENTRIES.decode(b"[" + b",".join(bodies) + b"]")
+    except (msgspec.DecodeError, RecursionError):  # (a value nested past the parser's limit: entry by entry)
         return None
+    # A stored member that bears `unknown`'s decoder name is an unknown member: the per-entry path keeps it so.
+    return None if any(map(_UNKNOWN, entries)) else entries
 
 
 class EntryDecoder:
@@ -284,7 +272,7 @@ class EntryDecoder:
 
     def _validated(self, body: bytes, where: str) -> JournalEntry:
         try:
-            return ENTRY.validate_json(body)
+            return JournalEntry(**STORED.validate_json(body))
         except ValidationError as exc:
             err = exc.errors()[0]
             if err["type"] == "json_invalid" and "recursion limit" in err["msg"]:
