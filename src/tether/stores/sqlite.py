@@ -292,7 +292,9 @@ class SqliteStore:
                 rows = numbered(guess)
             except JournalOrderViolation:
                 return None  # perhaps only our guess is stale: the checked path decides
-        if not rows or any(seq != guess + i for i, (seq, _) in enumerate(rows, 1)):
+        if not rows or rows[0][0] != guess + 1 or (
+            len(rows) > 1 and any(seq != guess + i for i, (seq, _) in enumerate(rows, 1))
+        ):
             return None  # not the rows right after the head: the checked path says why
         epoch, owner, now = (None, None, 0.0) if lease is None else (
             lease.epoch, self._owner_json(lease.owner), self._clock()
