@@ -15,13 +15,11 @@ from tether.cli.shell import (
     console,
     emit_json,
     esc,
-    existing_store,
     one_line,
     parse_args,
     read_store,
+    resolve_for_run,
     run_async,
-    store_url,
-    usage,
 )
 from tether.contracts.errors import TetherError
 from tether.engine.engine import Engine
@@ -65,13 +63,8 @@ def fork(
     json_out: JsonOpt = False,
 ) -> None:
     """Fork RUN_ID into a new run that reuses every unchanged call; --preview says what it would cost first."""
-    if target is None and app_target is None:
-        usage("tether fork needs --workflow MODULE:WORKFLOW or --app MODULE:ATTR (an engine that registers the "
-              "run's workflow)")
     parsed = parse_args(args)
-    resolved = resolve(app=app_target, workflow=target, store=store)
-    if resolved.source == "default":
-        existing_store(store_url(store))
+    resolved = resolve_for_run("fork", app=app_target, workflow=target, store=store)
     engine, wf = resolved.engine, resolved.workflow
 
     async def go() -> RunOutcome | ForkPreview:

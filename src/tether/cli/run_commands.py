@@ -23,6 +23,7 @@ from tether.cli.shell import (
     esc,
     existing_store,
     parse_args,
+    resolve_for_run,
     run_async,
     store_url,
     usage,
@@ -170,13 +171,8 @@ def resume(
     json_out: JsonOpt = False,
 ) -> None:
     """Resume RUN_ID from its journal: completed calls replay for free."""
-    if target is None and app_target is None:
-        usage("tether resume needs --workflow MODULE:WORKFLOW, or --app MODULE:ATTR naming an engine that "
-              "registers the run's workflow")
     parsed = parse_args(args)
-    resolved = resolve(app=app_target, workflow=target, store=store)
-    if resolved.source == "default":
-        existing_store(store_url(store))
+    resolved = resolve_for_run("resume", app=app_target, workflow=target, store=store)
 
     async def go() -> Ended:
         engine = resolved.engine

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tether.cli.app import CommandLineError, configured_store
+from tether.cli.app import CommandLineError, Resolved, configured_store, resolve
 from tether.contracts.errors import ConfigError, InvalidResolutionError, TetherError
 from tether.engine.engine import DEFAULT_STORE, Engine
 
@@ -163,6 +163,18 @@ def parse_json_value(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+def resolve_for_run(command: str, *, app: str | None, workflow: str | None, store: str | None) -> Resolved:
+    """The engine and workflow of a command that drives an existing run (resume, fork): one of `--workflow`
+    and `--app` is required, and a default engine's store must exist already."""
+    if workflow is None and app is None:
+        usage(f"tether {command} needs --workflow MODULE:WORKFLOW, or --app MODULE:ATTR naming an engine that "
+              "registers the run's workflow")
+    resolved = resolve(app=app, workflow=workflow, store=store)
+    if resolved.source == "default":
+        existing_store(store_url(store))
+    return resolved
 
 
 def parse_args(text: str | None, option: str = "--args") -> dict[str, Any] | None:
