@@ -5,10 +5,12 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.contracts.entries import FIELDS, JournalEntry
+from tether.contracts.errors import JournalCorruptError
 from tether.contracts.usage import Usage
 from tether.stores.codec import EntryDecoder, checksum, decode_batch, decode_rows, entry_json
 
@@ -138,3 +140,18 @@ def test_a_loaded_journal_leaves_nothing_for_the_cycle_collector_to_track() -> N
     loaded = decode_batch(rows)
     assert loaded is not None and [e.value for e in loaded] == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert not any(gc.is_tracked(e) for e in loaded)  # entries hold no cycle: the collector never walks them
+
+
+def test_values_the_one_call_decoder_refuses_load_as_the_checked_path_reads_them() -> None:
+    # A number past a float's range: msgspec refuses it, pydantic reads it (inf); a load gives what the
+    # entry-by-entry decoder gives. A lone surrogate both refuse: a typed corruption error naming the entry.
+    bodies = [b'{"seq":1,"kind":"step","value":1e400}',
+              b'{"seq":2,"kind":"step","value":123456789012345678901234567890}']
+    rows = [_checksummed(body) for body in bodies]
+    assert decode_batch(rows) is None
+    loaded = decode_rows("r", list(enumerate(rows, start=1)), "here")
+    _same_models(loaded, _pydantic(rows))
+    assert loaded[0].value == float("inf") and loaded[1].value == 123456789012345678901234567890
+    torn = [*rows, _checksummed(b'{"seq":3,"kind":"step","value":"\\ud800"}')]
+    with pytest.raises(JournalCorruptError, match="seq 3 of run 'r'"):
+        decode_rows("r", list(enumerate(torn, start=1)), "here")

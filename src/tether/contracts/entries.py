@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import typing
 from typing import Any, Literal, NotRequired
 
 import msgspec
@@ -143,17 +142,12 @@ class JournalEntry(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields
 def _stored_shape() -> Any:
     """`JournalEntry`'s members as a closed `TypedDict` (the same types and required members): what pydantic
     validates a stored entry's JSON against and writes it from."""
-    hints = typing.get_type_hints(JournalEntry, include_extras=True)
-    members = {
-        name: hints[name] if default is msgspec.NODEFAULT else NotRequired[hints[name]]
-        for name, default in zip(JournalEntry.__struct_fields__, _DEFAULTS, strict=True) if name != "unknown"
-    }
+    members = {f.name: f.type if f.required else NotRequired[f.type]
+               for f in msgspec.structs.fields(JournalEntry) if f.name != "unknown"}
     shape = TypedDict("JournalEntry", members)  # type: ignore[misc]  # built from the struct's fields
     return with_config(ConfigDict(extra="forbid"))(shape)
 
 
-_DEFAULTS = (msgspec.NODEFAULT,) * (len(JournalEntry.__struct_fields__) - len(JournalEntry.__struct_defaults__)) \
-    + JournalEntry.__struct_defaults__
 FIELDS: frozenset[str] = frozenset(JournalEntry.__struct_fields__) - {"unknown"}
 StoredEntry: Any = _stored_shape()
 STORED: TypeAdapter[dict[str, Any]] = TypeAdapter(StoredEntry)
