@@ -33,12 +33,18 @@ def digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+def without_checksum(entry: JournalEntry) -> JournalEntry:
+    """`entry` without a stored checksum member a path that kept unknown members read back (stale once the
+    entry is written again): a copy when it has one, else the entry itself."""
+    if entry.unknown and "checksum" in entry.unknown:
+        kept = {k: v for k, v in entry.unknown.items() if k != "checksum"}
+        return entry.model_copy(update={"unknown": kept or None})
+    return entry
+
+
 def body_of(entry: JournalEntry) -> bytes:
     """A loaded entry's body as this version encodes it (its stored bytes, for anything it wrote itself)."""
-    if entry.unknown and "checksum" in entry.unknown:  # read by a path that kept the stored member
-        kept = {k: v for k, v in entry.unknown.items() if k != "checksum"}
-        entry = entry.model_copy(update={"unknown": kept or None})
-    return entry_bytes(entry)
+    return entry_bytes(without_checksum(entry))
 
 
 def link_after(entries: Sequence[JournalEntry]) -> str:

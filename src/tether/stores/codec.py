@@ -23,7 +23,7 @@ from pydantic_core import PydanticSerializationError
 from tether.contracts.entries import STORED, JournalEntry, RunMeta, entry_bytes, entry_from_dict
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
 from tether.contracts.usage import Usage
-from tether.journal.chain import GENESIS, body_of, broken_link, digest, genesis_link
+from tether.journal.chain import GENESIS, body_of, broken_link, digest, genesis_link, without_checksum
 
 CHECKSUM_DIGITS = 32
 _MEMBER = b',"checksum":"'
@@ -45,8 +45,7 @@ def linked_json(entry: JournalEntry, seq: int) -> tuple[str, str]:
     """(the stored text of an entry at `seq`, the link to it: the `prev` of the entry after it).
 
     One sha256 of the body gives both the checksum (its first digits) and the link."""
-    if entry.unknown and "checksum" in entry.unknown:  # a loaded entry's own, now stale
-        entry = msgspec.structs.replace(entry, unknown={k: v for k, v in entry.unknown.items() if k != "checksum"})
+    entry = without_checksum(entry)
     given = entry.seq
     entry.seq = seq  # numbered for the dump only (a copy costs more than the dump): the caller's seq stays
     try:
