@@ -37,6 +37,7 @@ from tether.contracts.events import AgentEvent, BaseEvent, Event, EventLogError,
 from tether.contracts.prices import Price, Tier
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, ToolBudgetSummary
+from tether.contracts.stops import StopReason
 from tether.contracts.usage import Usage
 from tether.engine.ctx import BranchOutcome, Ctx
 from tether.engine.engine import Engine
@@ -103,6 +104,7 @@ __all__ = [
     "RunOptions",
     "RunOutcome",
     "StartOptions",
+    "StopReason",
     "StoreUnavailableError",
     "TetherError",
     "Tier",

@@ -20,6 +20,7 @@ from tether.contracts.messages import ChatRequest, Message, OutputFormat, RawPar
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, Stage
 from tether.contracts.signal import Signal
+from tether.contracts.stops import StopReason
 from tether.contracts.stream import (
     ChatEvent,
     Finish,
@@ -192,14 +193,13 @@ def _estimate(
 
 
 def budget_error(exc: BudgetExhaustedError, stage: Stage) -> AgentError:
-    """A budget refusal as an `AgentError`, keeping the refusal's typed `reason` when it has one."""
-    reason = exc.data.get("reason")
-    return AgentError(
-        kind="budget",
-        message=exc.message,
-        reason=reason if reason in ("exposure-drained", "output-floor") else None,
-        stage=stage,
-    )
+    """A budget refusal as an `AgentError`, keeping the refusal's typed `reason`."""
+    return AgentError(kind="budget", message=exc.message, reason=StopReason.parse(exc.data.get("reason")), stage=stage)
+
+
+def fired_cause(budget: Signal) -> StopReason:
+    """Which ceiling a fired budget signal stands for (an account's signal says; USD unless it is the tokens')."""
+    return budget.cause or StopReason.USD_CEILING
 
 
 class Dispatcher:
@@ -286,14 +286,15 @@ class Dispatcher:
         affordable = self.hooks.max_affordable_output_tokens(model.ref, est_input)
         if affordable is not None:
             if affordable < caps.output_floor:
-                left = ("the tree token ceiling leaves it" if self.hooks.limited_by() == "tokens"
-                        else "the remaining budget buys")
+                limited_by = self.hooks.limited_by()
+                left = "the tree token ceiling leaves it" if limited_by == "tokens" else "the remaining budget buys"
                 message = (
                     f"output floor unaffordable: {model.ref} needs at least {caps.output_floor} "
                     f"output tokens, {left} {affordable}"
                 )
                 error = AgentError(
-                    kind="budget", message=message, reason="output-floor", stage=stage
+                    kind="budget", message=message, reason=StopReason.OUTPUT_FLOOR, stage=stage,
+                    limited_by=limited_by
                 )
                 return TurnResult("error", error=error)
             limit = min(limit, affordable)
@@ -322,9 +323,11 @@ class Dispatcher:
                 release = self.hooks.admit_turn_exposure(model.ref, est_input, clamp)
                 break
             except BudgetExhaustedError as exc:
-                reason = exc.data.get("reason")
+                reason = StopReason.parse(exc.data.get("reason"))
                 # The hard ceiling always waits for in-flight worst cases; the exposure cap only when opted in.
-                if reason != "in-flight" and not (self.spec.exposure_wait and reason == "exposure"):
+                waits = reason is StopReason.IN_FLIGHT or (
+                    self.spec.exposure_wait and reason is StopReason.EXPOSURE_CAP)
+                if not waits:
                     return TurnResult("error", error=budget_error(exc, stage))
                 waited = await self.hooks.await_exposure_release(self.signal)
                 if waited == "aborted":
@@ -332,7 +335,7 @@ class Dispatcher:
                 if waited in ("drained", "timeout"):
                     why = "nothing in flight to wait for" if waited == "drained" else "no call in flight settled"
                     message = f"exposure drained: {why} ({exc.message})"
-                    error = AgentError(kind="budget", message=message, reason="exposure-drained", stage=stage)
+                    error = AgentError(kind="budget", message=message, reason=StopReason.EXPOSURE_DRAINED, stage=stage)
                     return TurnResult("error", error=error)
                 clamp = self._clamp(model, est_input, stage)  # the room changed: plan the turn again
                 if isinstance(clamp, TurnResult):
@@ -481,10 +484,12 @@ class Dispatcher:
         budget_fired = budget is not None and budget.aborted
         if self.signal is not None and self.signal.aborted and not budget_fired:
             return TurnResult("cancelled")
-        why = budget.reason if budget is not None and budget.aborted else "provider cancelled"
+        fired = budget is not None and budget.aborted
+        why = budget.reason if budget is not None and fired else "provider cancelled"
+        cause = fired_cause(budget) if budget is not None and fired else StopReason.PROVIDER_CANCELLED
         message = f"stream cut by the budget: {why}"
         return TurnResult(
-            "cancelled", error=AgentError(kind="budget", message=message, stage=stage)
+            "cancelled", error=AgentError(kind="budget", message=message, reason=cause, stage=stage)
         )
 
     def _message(self, out: _Streamed, reason: FinishReason) -> Message:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tether.agents.dispatch import Dispatcher, TurnResult, budget_error
+from tether.agents.dispatch import Dispatcher, TurnResult, budget_error, fired_cause
 from tether.agents.host import AgentSpec, LoopHost
 from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
 from tether.agents.structured import (
@@ -351,7 +351,8 @@ class _AgentLoop:
             return self._finish("error", error=budget_error(exc, stage), reason="budget")
         budget_signal = self.hooks.signal
         if budget_signal is not None and budget_signal.aborted:
-            error = AgentError(kind="budget", message=f"{budget_signal.reason}", stage=stage)
+            error = AgentError(kind="budget", message=f"{budget_signal.reason}", reason=fired_cause(budget_signal),
+                               stage=stage)
             return self._finish("cancelled", error=error, reason="budget")
         return None
 

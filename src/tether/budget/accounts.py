@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from tether.contracts.signal import Signal
+from tether.contracts.stops import StopReason
 
 DEFAULT_CHILD_FRACTION = 0.3
 EPSILON = 1e-12
@@ -63,8 +64,13 @@ class Hold:
 class Account:
     """Spend against a ceiling fixed for the segment; every debit propagates to every ancestor."""
 
-    def __init__(self, ceiling: float | None, parent: Account | None = None, *, name: str = "run") -> None:
+    def __init__(
+        self, ceiling: float | None, parent: Account | None = None, *, name: str = "run",
+        stop_reason: StopReason = StopReason.USD_CEILING,
+    ) -> None:
         self.ceiling = ceiling
+        self.stop_reason = stop_reason
+        """What this account's ceiling stands for when it stops work (USD, or the tree's tokens)."""
         self.parent = parent
         self.name = name
         self.spent = 0.0
@@ -103,7 +109,8 @@ class Account:
         for acct in self.chain():
             acct.spent += usd
             if acct.at_ceiling():
-                acct.signal.abort(f"ceiling reached: {acct.name!r} at {acct.spent:.6f} of {acct.ceiling}")
+                acct.signal.abort(f"ceiling reached: {acct.name!r} at {acct.spent:.6f} of {acct.ceiling}",
+                                  acct.stop_reason)
 
     def at_ceiling(self) -> bool:
         return self.ceiling is not None and self.spent >= self.ceiling - EPSILON

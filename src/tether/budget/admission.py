@@ -5,6 +5,7 @@ from __future__ import annotations
 from tether.budget.accounts import EPSILON, Account, Hold
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError
 from tether.contracts.prices import Price
+from tether.contracts.stops import StopReason
 from tether.contracts.usage import Usage
 from tether.pricing import cost_usd
 
@@ -54,6 +55,7 @@ def admit(
                 message,
                 run_id=run_id, account=acct.name, spent=acct.spent, orphaned=acct.orphaned,
                 held=acct.held - acct.exposed, ceiling=acct.ceiling, reserve=reserve, remaining=remaining, what=what,
+                reason=StopReason.USD_CEILING,
             )
     return account.hold(reserve)
 

@@ -9,6 +9,7 @@ from tether.budget.accounts import EPSILON, Account
 from tether.contracts.errors import BudgetExhaustedError
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
+from tether.contracts.stops import StopReason
 
 
 class ExposureHold:
@@ -45,7 +46,8 @@ class ExposureGate:
             raise BudgetExhaustedError(
                 f"in-flight exposure cap: spent {self.account.spent:.4f} + in flight {self.live_usd():.4f} + "
                 f"this turn {estimate:.4f} USD would pass max_in_flight_exposure_usd={self.cap:.4f}",
-                reason="exposure", spent=self.account.spent, live=self.live_usd(), estimate=estimate, cap=self.cap,
+                reason=StopReason.EXPOSURE_CAP, spent=self.account.spent, live=self.live_usd(), estimate=estimate,
+                cap=self.cap,
             )
         hold = ExposureHold(self, estimate)
         self.live.append(hold)

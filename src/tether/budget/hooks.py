@@ -9,7 +9,6 @@ from typing import Literal
 from pydantic import BaseModel
 
 from tether.budget.accounts import EPSILON, Account, Hold
-from tether.budget.admission import raise_hint
 from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate, ExposureHold
 from tether.budget.tenant import Grant, TenantGate
@@ -17,6 +16,7 @@ from tether.contracts.errors import BudgetExhaustedError, PricingError
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
+from tether.contracts.stops import StopReason
 from tether.contracts.usage import ZERO_USAGE, Usage
 from tether.pricing import affordable_output_tokens, cost_usd
 
@@ -194,16 +194,16 @@ class AccountHooks:
             raise BudgetExhaustedError(
                 f"tree token ceiling reached: {int(self.tokens.spent)} of {int(self.tokens.ceiling or 0)} tokens "
                 f"drawn; no further turn is admitted anywhere in the tree.",
-                tokens=self.tokens.spent, ceiling=self.tokens.ceiling,
+                tokens=self.tokens.spent, ceiling=self.tokens.ceiling, reason=StopReason.TOKEN_CEILING,
             )
         for acct in () if self.free else self.account.capped():
             if acct.at_ceiling():
                 acct.stop("turn refused: ceiling reached", remaining_usd=0.0)
                 raise BudgetExhaustedError(
                     f"budget exhausted: account {acct.name!r} has {acct.spent_phrase(self.run_id or 'RUN')} of "
-                    f"{acct.ceiling:.4f} USD; no further turn is admitted. {raise_hint(self.run_id or 'RUN')}",
+                    f"{acct.ceiling:.4f} USD; no further turn is admitted.",
                     account=acct.name, spent=acct.spent, orphaned=acct.orphaned, ceiling=acct.ceiling,
-                    remaining=0.0,
+                    remaining=0.0, reason=StopReason.USD_CEILING,
                 )
 
     def expect_input(self, served_by: str, est_input: int) -> None:
@@ -249,7 +249,7 @@ class AccountHooks:
             try:
                 hold = self.exposure.admit(estimate)
             except BudgetExhaustedError:
-                self._waiting = "exposure"
+                self._waiting = "exposure"  # what the last refused dispatch waits for (not a stop reason)
                 raise
             self._in_flight = hold
 
@@ -276,7 +276,7 @@ class AccountHooks:
             raise BudgetExhaustedError(
                 f"hard ceiling: this call's worst case of {worst:.6f} USD does not fit beside the worst cases of "
                 f"the calls in flight ({room:.6f} USD unreserved); it waits for one of them to settle",
-                reason="in-flight", worst=worst, room=room,
+                reason=StopReason.IN_FLIGHT, worst=worst, room=room,
             )
         return worst
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from tether.contracts.entries import Lease
 from tether.contracts.errors import BudgetExhaustedError, ConfigError
+from tether.contracts.stops import StopReason
 
 Window = Literal["day", "hour"]
 WINDOWS: tuple[Window, ...] = get_args(Window)
@@ -185,7 +186,8 @@ class TenantGate:
         data = {"scope": answer.scope, "charged": answer.charged_usd, "held": answer.held_usd,
                 "limit": answer.limit_usd, "reserve": worst, "remaining": left, "what": what}
         self.on_refused(message, data)
-        return BudgetExhaustedError(message, run_id=self.run_id, account=answer.scope, **data)
+        return BudgetExhaustedError(message, run_id=self.run_id, account=answer.scope,
+                                    reason=StopReason.TENANT_BUDGET, **data)
 
     async def settle(self, grants: Sequence[Grant]) -> None:
         """Charge each call what it cost (its turn is drawn, or its invocation ended): one store write."""

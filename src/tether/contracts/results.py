@@ -7,6 +7,7 @@ from typing import Any, Generic, Literal
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypeVar
 
+from tether.contracts.stops import StopReason
 from tether.contracts.stream import ErrorKind, FinishReason
 from tether.contracts.usage import Usage
 
@@ -25,7 +26,10 @@ class AgentError(BaseModel):
     message: str = ""
     retryable: bool = False
     retry_after_ms: int | None = None
-    reason: Literal["exposure-drained", "output-floor"] | None = None
+    reason: StopReason | None = None
+    """Why money stopped the call (`kind="budget"`): a typed `StopReason`, journaled; replay decides on it."""
+    limited_by: Literal["usd", "tokens"] | None = None
+    """For an `output-floor` refusal: which ceiling left too little (a USD account, or the tree's tokens)."""
     stage: Stage | None = None
     issues: list[dict[str, Any]] | None = None
 

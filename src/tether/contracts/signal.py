@@ -6,14 +6,20 @@ import asyncio
 from collections.abc import Callable
 from functools import partial
 
+from tether.contracts.stops import StopReason
+
 
 class Signal:
-    """Fires once with a reason; listeners and waiters learn of it (Python's AbortSignal)."""
+    """Fires once with a reason; listeners and waiters learn of it (Python's AbortSignal).
 
-    __slots__ = ("_event", "_listeners", "_next", "_reason")
+    A budget account's signal also carries a typed `cause` (which ceiling fired), passed on by `Signal.any`.
+    """
+
+    __slots__ = ("_cause", "_event", "_listeners", "_next", "_reason")
 
     def __init__(self) -> None:
         self._reason: str | None = None
+        self._cause: StopReason | None = None
         self._event: asyncio.Event | None = None
         # By subscription number: thousands of in-flight calls subscribe and leave, each in O(1).
         self._listeners: dict[int, Callable[[str], None]] = {}
@@ -27,10 +33,16 @@ class Signal:
     def reason(self) -> str | None:
         return self._reason
 
-    def abort(self, reason: str) -> None:
+    @property
+    def cause(self) -> StopReason | None:
+        """Which ceiling fired the signal (None: a cancellation, or not fired)."""
+        return self._cause
+
+    def abort(self, reason: str, cause: StopReason | None = None) -> None:
         if self._reason is not None:
             return
         self._reason = reason
+        self._cause = cause
         if self._event is not None:
             self._event.set()
         for cb in list(self._listeners.values()):
@@ -61,8 +73,12 @@ class Signal:
         combined = Signal()
         for s in signals:
             if s is not None:
-                s.add_listener(combined.abort)
+                s.add_listener(partial(_forward, combined, s))
         return combined
+
+
+def _forward(combined: Signal, source: Signal, reason: str) -> None:
+    combined.abort(reason, source.cause)
 
 
 def _drop(listeners: dict[int, Callable[[str], None]], token: int) -> None:

@@ -22,6 +22,7 @@ from tether.contracts.errors import AgentCallError, BudgetExhaustedError, Config
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
 from tether.contracts.messages import Message
 from tether.contracts.results import AgentError, AgentResult
+from tether.contracts.stops import StopReason
 from tether.engine.agent_result import restore_result
 from tether.engine.checkpoint import checkpoint_key
 from tether.engine.frame import CURRENT_FRAME, Frame
@@ -33,10 +34,11 @@ from tether.engine.profiles import NO_PROFILE
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import schema_hash, to_jsonable
-from tether.journal.disposition import ceiling_stopped, exposure_refusal
+from tether.journal.disposition import ceiling_stopped
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
 from tether.journal.lineage import lineage_of
 from tether.journal.scope import agent_segment, join
+from tether.journal.stops import stop_reason
 from tether.mcp.source import resolve_tools, toolset_changes, toolset_record
 from tether.tools.definition import Tool, toolset_hash
 from tether.tools.executors.worktree import Worktree
@@ -260,12 +262,13 @@ class AgentCall:
 
         The in-flight exposure cap is not a ceiling: its refusals stop nothing for good.
         """
-        if exposure_refusal(error.reason, error.message):
+        reason = stop_reason(error.kind, error.reason, error.message)
+        if reason in _NOT_STOPPING:
             return
-        who = {"agent_id": running.agent_id, "label": running.label, "stage": error.stage, "reason": error.reason}
+        who = {"agent_id": running.agent_id, "label": running.label, "stage": error.stage, "reason": reason}
         tokens = self.seg.tree.tokens
         binding = hooks.binding if hooks is not None else None
-        if binding is tokens or (binding is None and tokens.at_ceiling()):
+        if reason is StopReason.TOKEN_CEILING or binding is tokens or (binding is None and tokens.at_ceiling()):
             tokens.stop(error.message, **who, remaining_tokens=self.seg.tree.remaining_tokens())
             return
         account = binding or frame.account.binding()
@@ -478,10 +481,11 @@ class AgentCall:
     def _what_to_do(self, frame: Frame, err: AgentError) -> str:
         """How to go on after a ceiling stopped an agent: what the run has spent (settled and orphaned), and
         how to raise the ceiling. Nothing for the exposure cap (not a ceiling) or a message that says it."""
-        if "tree token ceiling" in err.message:  # the tokens stopped it: a USD figure would mislead
+        reason = stop_reason(err.kind, err.reason, err.message)
+        if reason is StopReason.TOKEN_CEILING or err.limited_by == "tokens":  # a USD figure would mislead
             return ". Raise Containment(max_tokens=...) for the next run, or lower max_output_tokens=."
         acct = frame.account.binding()
-        if acct is None or acct.ceiling is None or "--raise-budget" in err.message or err.reason == "exposure-drained":
+        if acct is None or acct.ceiling is None or reason is None or not reason.is_ceiling:
             return ""
         run_id = self.seg.run_id
         return f". The run has {acct.spent_phrase(run_id)} of its {acct.ceiling:.4f} USD ceiling. {raise_hint(run_id)}"
@@ -495,6 +499,10 @@ class AgentCall:
         tools = await resolve_tools(options.get("tools", ()), self.seg.resources)
         options["tools"] = [*tools, spawn_tool(self, tools, max_spawns)]
         return await self.call(goal, output=output, on_error=on_error, full=full, role="orchestrate", **options)
+
+
+_NOT_STOPPING = frozenset({StopReason.EXPOSURE_CAP, StopReason.EXPOSURE_DRAINED, StopReason.IN_FLIGHT})
+"""Budget errors that stop nothing for good: the in-flight exposure cap is not a ceiling."""
 
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from tether.agents.dispatch import Dispatcher, budget_error
+from tether.agents.dispatch import Dispatcher, budget_error, fired_cause
 from tether.agents.host import AgentSpec, OutputSpec
 from tether.agents.loop import end_event
 from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
@@ -184,7 +184,8 @@ class ForeignSession:
             raise TurnStopped("error", budget_error(exc, "loop"), "budget") from None
         fired = self.hooks.signal
         if fired is not None and fired.aborted:
-            raise TurnStopped("cancelled", AgentError(kind="budget", message=f"{fired.reason}", stage="loop"), "budget")
+            error = AgentError(kind="budget", message=f"{fired.reason}", reason=fired_cause(fired), stage="loop")
+            raise TurnStopped("cancelled", error, "budget")
         if self.signal is not None and self.signal.aborted:
             raise TurnStopped("cancelled", None, "cancelled")
         if self.max_turns is not None and self.state.turns >= self.max_turns:

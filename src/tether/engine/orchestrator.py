@@ -66,7 +66,7 @@ def spawn_tool(agents: Spawner, allowed: Sequence[Tool], max_spawns: int | None)
             if "label" not in exc.data:  # a USD admission refusal: journal it with the budget label
                 key = orchestrator_refusal_key("usd", spawned, goal)
                 await agents.refused(frame, key, "budget", goal)
-            return refused_text(str(exc.data.get("reason") or exc.message))
+            return refused_text(str(exc.data.get("detail") or exc.message))
         text = result.output if isinstance(result.output, str) else json.dumps(result.output, default=str)
         return {
             "agent_id": result.agent_id,

@@ -10,6 +10,7 @@ from tether.budget.accounts import Account, Hold
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError, TetherError
 from tether.contracts.events import AgentEvent, BudgetDraw
+from tether.contracts.stops import StopReason
 from tether.contracts.usage import Usage
 from tether.engine.events import EventStream
 from tether.engine.journal_writer import JournalWriter
@@ -33,8 +34,9 @@ def refusal_error(refusal: Refusal) -> TetherError:
     """A refusal as the typed error `ctx.agent` raises: money-like caps exhaust, the others reject."""
     message = f"spawn refused ({refusal.label}): {refusal.reason}"
     if refusal.label == "budget":
-        return BudgetExhaustedError(message, label=refusal.label, reason=refusal.reason)
-    return AdmissionRejectedError(message, label=refusal.label, reason=refusal.reason)
+        return BudgetExhaustedError(message, label=refusal.label, reason=StopReason.TOKEN_CEILING,
+                                    detail=refusal.reason)
+    return AdmissionRejectedError(message, label=refusal.label, detail=refusal.reason)
 
 
 class Tree:
@@ -55,7 +57,8 @@ class Tree:
         spend_entries = journal.index.spend_entries
         self.agents = sum(1 for e in spend_entries if e.kind == "agent" and e.status == "running")
         ceiling = None if containment is None else containment.max_tokens
-        self.tokens = Account(None if ceiling is None else float(ceiling), name="tree tokens")
+        self.tokens = Account(None if ceiling is None else float(ceiling), name="tree tokens",
+                              stop_reason=StopReason.TOKEN_CEILING)
         self.tokens.restore(float(tokens_from_terminals(spend_entries)))
         self.turn_of: dict[int, int] = {}
         self.working: dict[int, int] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from tether.contracts.entries import JournalEntry
+from tether.journal.stops import error_stop_reason
 
 Disposition = Literal["replay", "rerun", "redispatch", "skip"]
 
@@ -12,19 +13,13 @@ Disposition = Literal["replay", "rerun", "redispatch", "skip"]
 TRANSPORT_CLASS = frozenset({"transport", "rate-limit", "budget"})
 
 
-def exposure_refusal(reason: str | None, message: str) -> bool:
-    """Whether a budget error is the in-flight exposure cap's: not a ceiling, it stops nothing for good."""
-    return reason == "exposure-drained" or message.startswith("in-flight exposure cap")
-
-
 def ceiling_stopped(terminal: JournalEntry) -> bool:
-    """Whether a USD or token ceiling ended this call (not the exposure cap, nor a stream cut with no ceiling
-    fired)."""
-    err = terminal.error
-    if not err or err.get("kind") != "budget" or terminal.status not in ("limit", "error", "cancelled"):
+    """Whether a ceiling ended this call (its typed `StopReason`; not the exposure cap, nor a stream cut with no
+    ceiling fired)."""
+    if terminal.status not in ("limit", "error", "cancelled"):
         return False
-    message = str(err.get("message", ""))
-    return not exposure_refusal(err.get("reason"), message) and not message.endswith("provider cancelled")
+    reason = error_stop_reason(terminal.error)
+    return reason is not None and reason.is_ceiling
 
 
 def disposition(
