@@ -44,7 +44,7 @@ def test_a_killed_run_with_two_cut_calls_finishes_after_the_operator_settles_or_
         settled = cli("settle-orphans", "r", "--usd", "0.0008", "--reason", "provider usage export, 2 calls",
                       "--store", store, env=env)
         assert settled.returncode == 0, settled.stderr
-        assert "settled 2 cut calls of r at 0.000800 USD (was 0.16" in " ".join(settled.stdout.split())
+        assert "settled 2 cut calls of r at 0.0008 USD (was 0.16" in " ".join(settled.stdout.split())
     if act == "settle-orphans":
         finished = cli("resume", "r", "--app", "orphan_app:engine", "--json", env=env)
     else:

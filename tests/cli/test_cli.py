@@ -102,7 +102,7 @@ def test_a_suspended_run_prints_the_exact_resolve_command_and_exits_4(appdir: Ap
 def test_an_exhausted_run_exits_3_with_its_cost_against_the_ceiling(appdir: AppDir) -> None:
     result = appdir("run", "flows:spend", "--budget", "1.0", "--run-id", "x")
     assert result.exit_code == 3 and "run x: exhausted" in result.stdout
-    assert "0.000000 USD of 1.00 USD ceiling" in result.stdout and "(budget-exhausted)" in result.stdout
+    assert "0.00 USD of 1.00 USD ceiling" in result.stdout and "(budget-exhausted)" in result.stdout
 
 
 def test_user_data_prints_literally_not_as_markup(appdir: AppDir) -> None:

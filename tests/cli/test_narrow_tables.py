@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from clikit import AppDir
 
+from tether.cli.cost_view import usd
+
 RUN = "survey-run-01M8VRE76K54Q4CE1PB7"
 
 
@@ -83,6 +85,6 @@ def test_runs_shows_what_each_run_spent_next_to_its_budget_from_the_cost_fold(
     assert by_id[RUN]["budget_usd"] == 1.0 and by_id["free"]["spent_usd"] == 0.0
     text = _shown(surveyed, monkeypatch, 80, "runs")
     (row,) = [line for line in _table_lines(text) if RUN in line]
-    assert f"{cost['spent_usd']:.6f}" in row and "1.00" in row and "ok" in row
+    assert usd(cost['spent_usd']) in row and "1.00" in row and "ok" in row
     assert "spent" in _table_lines(text)[1] and "budget" in _table_lines(text)[1]
     assert "orphaned" not in text  # no call was cut off: no orphaned column

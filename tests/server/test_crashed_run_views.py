@@ -22,15 +22,13 @@ from server_kit import uvicorn_thread
 
 import tether
 from crashkit import APP_DIR, cli, crash_with_two_calls_in_flight, env_for, provider
+from tether.cli.cost_view import usd as cli_usd
 from tether.server import create_app
 
 
 def usd(v: float) -> str:
-    """The inspector's `usd()` for amounts under a dollar: at least two significant digits."""
-    import math
-
-    digits = min(8, max(2, 2 - math.floor(math.log10(abs(v))))) if v else 2
-    return f"${v:.{digits}f}"
+    """The inspector's `usd()`: the CLI's rule (`tether.cli.cost_view.usd`) behind a dollar sign."""
+    return "$" + cli_usd(v)
 
 
 def test_cost_tree_inspect_the_inspector_and_the_span_agree_on_a_crashed_run(
@@ -64,16 +62,16 @@ def test_cost_tree_inspect_the_inspector_and_the_span_agree_on_a_crashed_run(
 
     # tether cost: the total split into spent and orphaned, and a line naming the cut calls
     text = " ".join(cli("cost", "r", "--store", store, env=env).stdout.split())
-    assert f"total {total:.6f} USD of 0.20 USD ceiling ({spent:.6f} spent + {orphaned:.6f} orphaned)" in text
-    assert f"orphaned {orphaned:.6f} USD for 2 calls cut off by a crash, charged at their worst case" in text
+    assert f"total {cli_usd(total)} USD of 0.20 USD ceiling ({cli_usd(spent)} spent + {cli_usd(orphaned)} orphaned)" in text
+    assert f"orphaned {cli_usd(orphaned)} USD for 2 calls cut off by a crash, charged at their worst case" in text
     assert json.loads(cli("cost", "r", "--store", store, "--json", env=env).stdout)["total_usd"] == total
 
     # tether tree: the nodes sum to the total, their orphaned parts to the orphaned figure
     tree = cli("tree", "r", "--store", store, env=env).stdout
-    assert f"{total:.6f} USD ({orphaned:.6f} orphaned)" in tree
-    nodes = [float(m) for m in re.findall(r"calls\s+(\d+\.\d{6}) USD", tree)]
+    assert f"{cli_usd(total)} USD ({cli_usd(orphaned)} orphaned)" in tree
+    nodes = [float(m) for m in re.findall(r"calls\s+(\d+\.\d+) USD", tree)]
     assert sum(nodes) == pytest.approx(total)
-    cut = re.findall(r"\+ (\d+\.\d{6}) orphaned: (\d) cut", tree)
+    cut = re.findall(r"\+ (\d+\.\d+) orphaned: (\d) cut", tree)
     assert sum(float(u) for u, _ in cut) == pytest.approx(orphaned) and sum(int(n) for _, n in cut) == 2
 
     # tether runs: spent and orphaned apart, next to the ceiling, from the same fold
@@ -81,7 +79,7 @@ def test_cost_tree_inspect_the_inspector_and_the_span_agree_on_a_crashed_run(
     assert (listed["spent_usd"], listed["orphaned_usd"], listed["total_usd"]) == (spent, orphaned, total)
     assert listed["budget_usd"] == 0.2
     (row,) = [line for line in cli("runs", "--store", store, env=env).stdout.splitlines() if "│ r " in line]
-    assert [f"{spent:.6f}", f"{orphaned:.6f}", "0.20"] == re.findall(r"\d+\.\d+", row)
+    assert [f"{cli_usd(spent)}", f"{cli_usd(orphaned)}", "0.20"] == re.findall(r"\d+\.\d+", row)
 
     # tether inspect: the two dispatch records the crash cut off are marked
     inspect = cli("inspect", "r", "--store", store, env=env).stdout

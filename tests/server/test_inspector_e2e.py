@@ -27,6 +27,7 @@ from browser_kit import CHROMIUM, CHROMIUM_ARGS, NARROW, TIMEOUT_MS, WIDE, watch
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from server_apps import make_engine, record_research
 
+from tether.cli.cost_view import usd
 from tether.server import create_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,11 +88,8 @@ def get(base: str, path: str) -> dict[str, object]:
 
 
 def js_usd(v: float) -> str:
-    """The inspector's `usd()` (app.js): two significant decimals below a dollar, at least two places."""
-    if v == 0:
-        return "$0.00"
-    digits = 2 if abs(v) >= 1 else min(8, max(2, 2 - math.floor(math.log10(abs(v)))))
-    return f"${v:.{digits}f}"
+    """The inspector's `usd()` (app.js): the CLI's rule (six significant digits, at least two decimals)."""
+    return "$" + usd(v)
 
 
 def js_dur(sec: float) -> str:
@@ -117,8 +115,8 @@ def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(server: st
     page.goto(server + "/")
     row = page.locator("tr[data-run-id='research-1']")
     expect(row).to_have_attribute("data-status", "ok", timeout=TIMEOUT_MS)
-    expect(row).to_contain_text("$0.0910")
-    expect(row).to_contain_text("/ $0.250")
+    expect(row).to_contain_text("$0.09096")
+    expect(row).to_contain_text("/ $0.25")
     (listed,) = get(server, "/api/runs")["runs"]  # type: ignore[misc]
     assert listed["run_id"] == "research-1" and listed["duration_s"] > 1  # the stepping clock spread it
     cells = row.locator("td")
@@ -154,7 +152,7 @@ def test_a_recorded_run_shows_its_tree_spend_chart_journal_and_ledger(server: st
     chart = page.locator("[data-testid=spend-chart] svg")
     expect(chart).to_have_attribute("data-points", "5")
     expect(page.locator("[data-testid=ceiling-line]")).to_have_count(1)
-    expect(page.locator("[data-testid=spend-chart]")).to_contain_text("ceiling $0.250")
+    expect(page.locator("[data-testid=spend-chart]")).to_contain_text("ceiling $0.25")
     with urllib.request.urlopen(server + "/api/runs/research-1/journal?limit=1000", timeout=30) as resp:
         journaled = len(json.loads(resp.read())["entries"])
     with urllib.request.urlopen(server + "/api/runs/research-1/ledger", timeout=30) as resp:

@@ -1,20 +1,38 @@
-"""How a cost report reads on the shell: one phrasing of spent, orphaned and the ceiling for every command."""
+"""How a cost report reads on the shell: one phrasing of spent, orphaned, reused and the ceiling for every command,
+and the one way a USD amount is printed (`usd`: to its precision, never a 0.001 ceiling as 0.00)."""
 
 from __future__ import annotations
 
+import math
 import shlex
 from datetime import UTC, datetime
 
 from tether.journal.cost import CostReport
 
+SIGNIFICANT = 6
+"""Significant digits of a printed USD amount (micro-dollars on a sub-dollar figure)."""
+
+
+def usd(value: float | None) -> str:
+    """A USD amount to its precision: `SIGNIFICANT` significant digits, at least two decimals, no trailing zeros
+    past them (0.2 -> 0.20, 0.001 -> 0.001, 0.005 -> 0.005, 0.0361200 -> 0.03612). The inspector's `usd()` in
+    `server/static/app.js` follows the same rule."""
+    if value is None:
+        return "-"
+    if value == 0 or not math.isfinite(value):
+        return "0.00" if value == 0 else str(value)
+    digits = max(2, SIGNIFICANT - 1 - math.floor(math.log10(abs(value))))
+    whole, _, frac = f"{value:.{digits}f}".partition(".")
+    return f"{whole}.{frac.rstrip('0').ljust(2, '0')}"
+
 
 def total_phrase(report: CostReport, ceiling: float | None = None) -> str:
-    """`0.165000 USD of 0.20 USD ceiling (0.000800 spent + 0.164200 orphaned)`."""
+    """`0.165 USD of 0.20 USD ceiling (0.0008 spent + 0.1642 orphaned)`."""
     ceiling = report.ceiling_usd if report.ceiling_usd is not None else ceiling
-    against = f" of {ceiling:.2f} USD ceiling" if ceiling is not None else " (no ceiling)"
-    split = (f" ({report.spent_usd:.6f} spent + {report.orphaned_usd:.6f} orphaned)"
+    against = f" of {usd(ceiling)} USD ceiling" if ceiling is not None else " (no ceiling)"
+    split = (f" ({usd(report.spent_usd)} spent + {usd(report.orphaned_usd)} orphaned)"
              if report.orphaned_calls or report.orphaned_usd else "")
-    return f"{report.total_usd:.6f} USD{against}{split}"
+    return f"{usd(report.total_usd)} USD{against}{split}"
 
 
 def orphan_line(report: CostReport, run_id: str) -> str | None:
@@ -26,7 +44,29 @@ def orphan_line(report: CostReport, run_id: str) -> str | None:
     if settled is not None:
         when = datetime.fromtimestamp(settled.at, tz=UTC).strftime("%Y-%m-%d %H:%M UTC") if settled.at else ""
         why = f": {settled.reason}" if settled.reason else ""
-        return (f"{report.orphaned_usd:.6f} USD for {calls}, settled by {settled.by or 'an operator'} {when} "
-                f"(was {settled.old_usd:.6f} at their worst case{why})")
-    return (f"{report.orphaned_usd:.6f} USD for {calls}, charged at their worst case; once the provider's usage "
+        return (f"{usd(report.orphaned_usd)} USD for {calls}, settled by {settled.by or 'an operator'} {when} "
+                f"(was {usd(settled.old_usd)} at their worst case{why})")
+    return (f"{usd(report.orphaned_usd)} USD for {calls}, charged at their worst case; once the provider's usage "
             f"records show what they cost: tether settle-orphans {shlex.quote(run_id)} --usd X")
+
+
+def reused_line(report: CostReport, source: str | None = None) -> str | None:
+    """A fork's reuse: what its source paid for the calls it reused (not billed again); None for other runs."""
+    if not report.reused_calls and not report.reused_usd:
+        return None
+    s = "s" if report.reused_calls != 1 else ""
+    by = f" {source}" if source else " the source"
+    return (f"{usd(report.reused_usd)} USD for {report.reused_calls} agent call{s} ({report.reused_provider_calls} "
+            f"provider calls) reused from{by}, which paid for them (not billed again, not in the total)")
+
+
+def lost_lines(report: CostReport) -> list[str]:
+    """Each call paid and lost to a kill, and how it is charged (its recorded usage, or its worst case)."""
+    how = {"recorded": "at its recorded usage (in spent: the turn was sent again)",
+           "worst-case": "at its worst case (in orphaned)", "settled": "as the operator settled it (in orphaned)"}
+    out = []
+    for lost in report.lost:
+        calls = ", ".join(str(c) for c in lost.calls)
+        out.append(f"agent #{lost.agent_id} call{'s' if len(lost.calls) != 1 else ''} {calls} on {lost.model}: "
+                   f"{usd(lost.usd)} USD, charged {how[lost.charged]}")
+    return out

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from tether.cli.cost_view import usd
 from tether.cli.outcome import error_view, jsonable, store_flag
 from tether.cli.shell import STATUS_EXIT, JsonOpt, StoreOpt, console, emit_json, engine_on, esc, run_async, store_url
 
@@ -37,7 +38,7 @@ def demo(
     stand_in = not live and not demo_mod.replay_adapter()[1]
     con = console()
     if not json_out:
-        how = (f"live, ceiling {demo_mod.LIVE_BUDGET_USD:.2f} USD" if live else "replayed from the bundled cassette"
+        how = (f"live, ceiling {usd(demo_mod.LIVE_BUDGET_USD)} USD" if live else "replayed from the bundled cassette"
                + (" by the fake model with Claude's capabilities, as the anthropic SDK is not installed"
                   if stand_in else ""))
         con.print(
@@ -70,7 +71,7 @@ def demo(
     con.print(f"   model calls made by the resume: {resumed.calls} ({source}); journal hits made none")
     con.print(f"[bold]3.[/bold] outcome: {esc(outcome.status)}, value {esc(json.dumps(jsonable(outcome.value)))}")
     con.print(
-        f"   cost {outcome.cost.total_usd:.6f} USD over {outcome.cost.provider_calls} provider calls; "
+        f"   cost {usd(outcome.cost.total_usd)} USD over {outcome.cost.provider_calls} provider calls; "
         f"run id {esc(run_id)}"
     )
     flag = store_flag(url)

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from tether.cli.app import resolve
+from tether.cli.cost_view import usd
 from tether.cli.outcome import print_outcome
 from tether.cli.shell import (
     JsonOpt,
@@ -83,15 +84,12 @@ def fork(
         else:
             print_preview(console(), result)
         raise typer.Exit(0)
-    code = print_outcome(result, result.cost.ceiling_usd, resolved, target, json_out)
-    if not json_out:
-        console().print(f"  reused   {result.cost.reused_calls} calls from {esc(run_id)}, which paid "
-                        f"{result.cost.reused_usd:.6f} USD for them (not billed again)")
+    code = print_outcome(result, result.cost.ceiling_usd, resolved, target, json_out, source=run_id)
     raise typer.Exit(code)
 
 
 def _range(f: Forecast) -> str:
-    return f"{f.expected_usd:.6f} USD (min {f.min_usd:.6f}, max {f.max_usd:.6f})"
+    return f"{usd(f.expected_usd)} USD (min {usd(f.min_usd)}, max {usd(f.max_usd)})"
 
 
 def print_preview(con: Console, p: ForkPreview) -> None:
@@ -101,20 +99,22 @@ def print_preview(con: Console, p: ForkPreview) -> None:
               f"nothing was run or written")
     for label, ref in p.models.items():
         con.print(f"  swap       {esc(label)} -> {esc(ref)}")
-    con.print(f"  reused     {len(p.reused)} calls, {p.reused_usd:.6f} USD the source paid (billed 0)")
+    agents = sum(1 for r in p.reused if r.kind == "agent")
+    con.print(f"  reused     {len(p.reused)} calls, {usd(p.reused_usd)} USD the source paid for its {agents} agent "
+              f"call{'s' if agents != 1 else ''} (billed 0)")
     for r in p.reused:
         con.print(f"    seq {r.seq:<5} {esc(r.kind):<6} {esc(r.label or '-')}")
     con.print(f"  invalid    {len(p.invalidated)} calls")
     for i in p.invalidated:
         detail = f": {esc(i.detail)}" if i.detail else ""
         con.print(f"    seq {i.seq:<5} {esc(i.kind):<6} {esc(i.label or '-')}  {esc('[' + i.reason + ']')}{detail} "
-                  f"(source paid {i.usd:.6f})")
+                  f"(source paid {usd(i.usd)})")
     con.print(f"  new        {len(p.new_calls)} calls")
     for c in p.new_calls:
         basis = f"{c.forecast.samples} {c.forecast.basis} samples" if c.forecast.samples else "no samples"
         con.print(f"    {esc(c.label or '-'):<12} {esc(c.model):<24} {_range(c.forecast)} from {basis}")
     fits = "" if p.fits is None else ("; fits" if p.fits else "; [red]its max does not fit[/red]")
-    ceiling = "no USD ceiling" if p.ceiling_usd is None else f"ceiling {p.ceiling_usd:.4f} USD{fits}"
+    ceiling = "no USD ceiling" if p.ceiling_usd is None else f"ceiling {usd(p.ceiling_usd)} USD{fits}"
     con.print(f"  forecast   {_range(p.forecast)}; {ceiling}")
     if p.stopped:
         con.print(f"  [yellow]stopped[/yellow]    {esc(one_line(p.stopped))}")
@@ -135,12 +135,12 @@ def diff(
         emit_json(d.model_dump(mode="json"))
         return
     con = console()
-    con.print(f"{esc(run_a)} {d.a_usd:.6f} USD  vs  {esc(run_b)} {d.b_usd:.6f} USD new"
-              + (f" + {d.b_reused_usd:.6f} reused" if d.b_reused_usd else ""))
+    con.print(f"{esc(run_a)} {usd(d.a_usd)} USD  vs  {esc(run_b)} {usd(d.b_usd)} USD new"
+              + (f" + {usd(d.b_reused_usd)} reused" if d.b_reused_usd else ""))
     for c in d.calls:
         mark = "reused" if c.reused else ("same output" if c.same_output else "changed")
-        a = f"{c.a.model} {c.a.usd:.6f}" if c.a else "-"
-        b = "0 (reused)" if c.reused else (f"{c.b.model} {c.b.usd:.6f}" if c.b else "-")
+        a = f"{c.a.model} {usd(c.a.usd)}" if c.a else "-"
+        b = f"0 (reused {usd(c.b.usd)})" if c.reused and c.b else (f"{c.b.model} {usd(c.b.usd)}" if c.b else "-")
         con.print(f"  {esc(c.label):<14} {esc(a):<28} {esc(b):<28} {mark}")
         if not c.reused and not c.same_output:
             for side, call in (("a", c.a), ("b", c.b)):
@@ -191,4 +191,4 @@ def plan_upgrade(
         con.print(f"{esc(run_id)}: {len(p.reused)} reused, {len(p.invalidated)} invalidated, {len(p.new_calls)} new; "
                   f"re-pay {_range(p.forecast)}" + (f"; stopped: {esc(one_line(p.stopped))}" if p.stopped else ""))
     if found:
-        con.print(f"total expected re-pay {total:.6f} USD; nothing was written")
+        con.print(f"total expected re-pay {usd(total)} USD; nothing was written")

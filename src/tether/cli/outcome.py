@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from tether.cli.app import Resolved, configured_store, no_model_hint
-from tether.cli.cost_view import orphan_line, total_phrase
+from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase
 from tether.cli.shell import STATUS_EXIT, console, emit_json, esc, one_line
 from tether.contracts.errors import ConfigError, TetherError
 from tether.engine.outcome import RunOutcome
@@ -106,8 +106,9 @@ _COLOR = {"ok": "green", "suspended": "yellow", "exhausted": "yellow", "cancelle
 
 
 def print_outcome(outcome: RunOutcome, ceiling: float | None, resolved: Resolved, workflow: str | None,
-                  json_out: bool, hints: Mapping[str, str] | None = None) -> int:
-    """Print the outcome (human lines or `--json`) and return the exit code its status maps to."""
+                  json_out: bool, hints: Mapping[str, str] | None = None, source: str | None = None) -> int:
+    """Print the outcome (human lines or `--json`) and return the exit code its status maps to (`source`: a
+    fork's source run, named on its reuse line)."""
     doc = outcome_doc(outcome, ceiling, resolved, workflow, hints)
     if json_out:
         emit_json(doc)
@@ -123,6 +124,11 @@ def print_outcome(outcome: RunOutcome, ceiling: float | None, resolved: Resolved
     orphaned = orphan_line(cost, outcome.run_id)
     if orphaned:
         con.print(f"  orphaned {esc(orphaned)}")
+    reused = reused_line(cost, source)
+    if reused:
+        con.print(f"  reused   {esc(reused)}")
+    for line in lost_lines(cost):
+        con.print(f"  lost     {esc(line)}")
     r = outcome.replay
     con.print(f"  replay   {r.hits} hits, {r.misses} misses, {r.reruns} reruns, {r.skipped} skipped")
     error = doc["error"]

@@ -9,13 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
-from tether.cli.cost_view import orphan_line, total_phrase
+from tether.cli import cost_view
+from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase, usd
 from tether.cli.resolutions import check_value, find_open
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
 from tether.cli.tables import Column, WideOpt, fit, print_fitted
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.engine.engine import Engine
-from tether.journal.cost import CostReport, agent_spend, dispatch_value
+from tether.journal.cost import CostReport, cost_report, dispatch_value, fold_spend
+from tether.journal.lineage import lineage_of
 
 
 def register(app: typer.Typer) -> None:
@@ -50,9 +52,9 @@ def runs(
     rows = []
     for m, c in found:
         budget = _spend(m, c)["budget_usd"]
-        rows.append([esc(m.run_id), esc(m.workflow), esc(m.status), f"{c.spent_usd:.6f}",
-                     *([f"{c.orphaned_usd:.6f}" if c.orphaned_usd else ""] if orphans else []),
-                     "-" if budget is None else f"{budget:.2f}", str(m.segments)])
+        rows.append([esc(m.run_id), esc(m.workflow), esc(m.status), usd(c.spent_usd),
+                     *([usd(c.orphaned_usd) if c.orphaned_usd else ""] if orphans else []),
+                     "-" if budget is None else usd(budget), str(m.segments)])
     con = console()
     print_fitted(con, fit(con, columns, rows, wide=wide))
     for m, _ in found:
@@ -68,16 +70,26 @@ def _spend(meta: RunMeta, report: CostReport) -> dict[str, float | None]:
     """A run's figures from the cost fold `tether cost` prints (same names), and its ceiling as it stands now."""
     ceiling = report.ceiling_usd if report.ceiling_usd is not None else meta.budget_usd
     return {"budget_usd": ceiling, "spent_usd": report.spent_usd, "orphaned_usd": report.orphaned_usd,
-            "total_usd": report.total_usd}
+            "total_usd": report.total_usd, "reused_usd": report.reused_usd}
 
 
 def inspect(run_id: str, store: StoreOpt = None, wide: WideOpt = False, json_out: JsonOpt = False) -> None:
-    """RUN_ID's journal, one row per entry (a dispatch a crash cut off is marked `cut`)."""
+    """RUN_ID's journal, one row per entry (a dispatch a crash cut off is marked `cut`, a fork's copies `reused`
+    or `not reached`), then the cost report's totals."""
     entries = read_store(store, lambda e: e.inspect(run_id))
     if json_out:
         emit_json([e.to_json_dict() for e in entries])
         return
-    cut = {seq for spend in agent_spend(entries) for seq in spend.cut_seqs}
+    folded = fold_spend(entries)
+    report = cost_report(folded)
+    cut = {seq for spend in folded.agents for seq in spend.cut_seqs}
+    by_seq: dict[int, bool] = {}  # a fork's copied agent calls (running seq, agent id) -> reused
+    by_agent: dict[int, bool] = {}
+    for spend in folded.agents:
+        if folded.copied(spend):
+            by_seq[spend.running.seq or 0] = folded.reused(spend)
+            if spend.running.agent_id is not None:
+                by_agent[spend.running.agent_id] = folded.reused(spend)
     columns = [Column("seq", justify="right"), Column("ref", drop=2, justify="right"), Column("kind"),
                Column("status"), Column("scope", drop=3), Column("label"), Column("key", drop=1),
                Column("cost", justify="right")]
@@ -86,23 +98,38 @@ def inspect(run_id: str, store: StoreOpt = None, wide: WideOpt = False, json_out
         label = esc(e.label or "")
         if e.seq in cut:
             label += " [yellow](cut: charged at its worst case)[/yellow]"
+        copied = by_seq.get((e.ref if e.ref is not None else e.seq) or 0) if e.kind == "agent" else (
+            by_agent.get(e.agent_id) if e.agent_id is not None else None)
+        if copied is not None and (e.seq or 0) <= folded.copied_through:
+            label += " [cyan](reused: the source paid)[/cyan]" if copied else " [dim](copied, not reached)[/dim]"
         rows.append([str(e.seq), "" if e.ref is None else str(e.ref), e.kind, esc(e.status or ""), esc(e.scope),
                      label, e.key[:10], _entry_cost(e)])
     con = console()
     print_fitted(con, fit(con, columns, rows, title=f"journal of {esc(run_id)}", wide=wide))
+    con.print(f"total {esc(total_phrase(report))}")
+    reused = reused_line(report, _source(entries))
+    if reused:
+        con.print(f"reused {esc(reused)}")
+
+
+def _source(entries: list[JournalEntry]) -> str | None:
+    lineage = lineage_of(entries[:1])
+    return lineage.forked_from if lineage is not None else None
 
 
 def _entry_cost(e: JournalEntry) -> str:
     """An entry's USD: a terminal's cost, a dispatch record's worst case (`<= x`)."""
     if e.cost_usd is not None:
-        return f"{e.cost_usd:.6f}"
+        return usd(e.cost_usd)
     worst = (dispatch_value(e) or {}).get("worst_usd")
-    return f"<= {float(worst):.6f}" if isinstance(worst, int | float) else ""
+    return f"<= {usd(float(worst))}" if isinstance(worst, int | float) else ""
 
 
 def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """RUN_ID's cost report (a pure fold over its journal): spent and orphaned apart, against the ceiling."""
-    report = read_store(store, lambda e: e.cost(run_id))
+    """RUN_ID's cost report (a pure fold over its journal): spent and orphaned apart, against the ceiling; a fork's
+    reuse apart from its own spend; calls paid and lost to a kill listed."""
+    entries = read_store(store, lambda e: e.inspect(run_id))
+    report = cost_report(fold_spend(entries))
     if json_out:
         emit_json(report.model_dump(mode="json"))
         return
@@ -111,9 +138,14 @@ def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
         f"total {total_phrase(report)} over {report.provider_calls} provider calls"
         + (" (approximate)" if report.approximate else "")
     )
-    con.print(f"  spent    {report.spent_usd:.6f} USD (what settled calls cost)")
+    con.print(f"  spent    {usd(report.spent_usd)} USD (what settled calls cost)")
     orphaned = orphan_line(report, run_id)
-    con.print(f"  orphaned {esc(orphaned) if orphaned else '0.000000 USD (no call was cut off)'}")
+    con.print(f"  orphaned {esc(orphaned) if orphaned else '0.00 USD (no call was cut off)'}")
+    reused = reused_line(report, _source(entries))
+    if reused:
+        con.print(f"  reused   {esc(reused)}")
+    for line in lost_lines(report):
+        con.print(f"  lost     {esc(line)}")
     for title, rows in (
         ("model", report.by_model),
         ("phase", report.by_phase),
@@ -121,7 +153,7 @@ def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
         ("agent type", report.by_agent_type),
     ):
         for k, v in rows.items():
-            con.print(f"  by {title:<10} {esc(k):<40} {v:.6f}")
+            con.print(f"  by {title:<10} {esc(k):<40} {usd(v)}")
     for model, usage in report.unpriced.items():
         con.print(
             f"  [yellow]unpriced[/yellow] {esc(model)}: {usage.input_tokens} in / {usage.output_tokens} out tokens"
@@ -209,7 +241,8 @@ def settle_orphans(
     settled = report.settlement
     assert settled is not None
     console().print(
-        f"settled {settled.calls} cut call{'s' if settled.calls != 1 else ''} of {esc(run_id)} at {settled.usd:.6f} "
-        f"USD (was {settled.old_usd:.6f}); total now {total_phrase(report)}. `tether resume {esc(run_id)}` goes on "
+        f"settled {settled.calls} cut call{'s' if settled.calls != 1 else ''} of {esc(run_id)} at "
+        f"{cost_view.usd(settled.usd)} USD (was {cost_view.usd(settled.old_usd)});"
+        f" total now {total_phrase(report)}. `tether resume {esc(run_id)}` goes on "
         f"under the new figure."
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.tree import Tree
 
+from tether.cli.cost_view import usd
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, read_store
 from tether.journal.tree import AgentNode, TreeReport
 
@@ -28,17 +29,19 @@ def tree(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
         for node in children.get(parent, []):
             refused = f"  [red]refused: {esc(', '.join(node.refusals))}[/red]" if node.refusals else ""
             color = _color(node.status)
-            cut = (f" ({node.spent_usd:.6f} spent + {node.orphaned_usd:.6f} orphaned: {node.cut_calls} cut)"
+            cut = (f" ({usd(node.spent_usd)} spent + {usd(node.orphaned_usd)} orphaned: {node.cut_calls} cut)"
                    if node.cut_calls or node.orphaned_usd else "")
+            money = (f"reused: the source paid {usd(node.reused_usd)} USD" if node.reused
+                     else f"{usd(node.cost_usd)} USD{cut}")
             line = (f"#{node.agent_id} {esc(node.label or node.role or 'agent')}  [{color}]{esc(node.status)}"
-                    f"[/{color}]  {node.tokens} tokens  {node.provider_calls} calls  {node.cost_usd:.6f} USD{cut}"
-                    f"{refused}")
+                    f"[/{color}]  {node.tokens} tokens  {node.provider_calls} calls  {money}{refused}")
             add(branch.add(line), node.agent_id)
 
     add(root, None)
-    total = sum(n.cost_usd for n in report.agents)
-    orphaned = sum(n.orphaned_usd for n in report.agents)
-    root.label = f"{root.label}  {total:.6f} USD" + (f" ({orphaned:.6f} orphaned)" if orphaned else "")
+    cost = report.cost  # the run's figures are the cost report's, never a sum of its own
+    root.label = (f"{root.label}  {usd(cost.total_usd)} USD"
+                  + (f" ({usd(cost.orphaned_usd)} orphaned)" if cost.orphaned_usd else "")
+                  + (f" + {usd(cost.reused_usd)} reused (paid by the source)" if cost.reused_calls else ""))
     refused_at_root = [e.detail for e in report.events if e.kind == "spawn_refused" and e.agent_id == 0]
     if refused_at_root:
         root.add(f"[red]refused at the workflow: {esc(', '.join(str(d) for d in refused_at_root))}[/red]")

@@ -218,6 +218,10 @@ class RunEnd(BudgetFigures):
     """Estimated spend of calls a crash cut off, included in `cost_usd`."""
     orphaned_calls: int = 0
     """How many calls a crash cut off (charged in `orphaned_usd`)."""
+    reused_usd: float = 0.0
+    """A fork's: what its source paid for the calls it reused (`outcome.cost.reused_usd`, not in `cost_usd`)."""
+    reused_calls: int = 0
+    """A fork's: the agent calls it reused from its source."""
     usage: Usage = Usage()
     """The run's total usage."""
     hits: int = 0

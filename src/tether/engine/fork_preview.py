@@ -29,6 +29,7 @@ from tether.engine.outcome import RunOutcome, error_dict
 from tether.engine.runner import drive
 from tether.engine.segment import Segment
 from tether.engine.services import RunServices
+from tether.journal.cost import SpendFold, fold_spend
 from tether.journal.disposition import disposition
 from tether.journal.forecast import Forecast, Sample, forecast_call, samples_of, total
 from tether.journal.matching import JournalIndex
@@ -87,7 +88,8 @@ class ForkPreview(BaseModel):
     forecast: Forecast = Field(default_factory=Forecast)
     """The sum of the new calls' forecasts: what the fork would spend."""
     reused_usd: float = 0.0
-    """What the source paid for the reused calls (the fork pays none of it)."""
+    """What the source paid for the copied agent calls the new code replays: the fork's `CostReport.reused_usd`
+    (a copy whose journaled end runs again, `rerun`, counts in it as it does in the fork's report)."""
     ceiling_usd: float | None = None
     """The USD ceiling the fork would run under (its new spend only)."""
     fits: bool | None = None
@@ -228,15 +230,17 @@ async def preview_fork(
 
     outcome = await drive(preview_services, opened, handle, events, plan.workflow, plan.args, plan.opts)
     assert handle.segment is not None
-    return _report(plan, source, samples, handle.segment.index, outcome, services)
+    return _report(plan, source, samples, handle.segment.index, outcome, services,
+                   fold_spend(plan.entries))
 
 
 def _report(
     plan: ForkPlan, source: list[JournalEntry], samples: list[Sample], index: JournalIndex, outcome: RunOutcome,
-    services: RunServices,
+    services: RunServices, copied: SpendFold,
 ) -> ForkPreview:
     through = plan.lineage.reused_through
     left = {e.seq for e in index.unconsumed()}
+    paid = {s.running.seq: s.spent_usd for s in copied.agents}  # the cost fold's figure per copied agent call
     fresh = [e for e in index.entries if (e.seq or 0) > through]
     new_agents = [e for e in fresh if e.kind == "agent" and e.ref is None]
     reused: list[ReusedCall] = []
@@ -247,8 +251,9 @@ def _report(
         if seq > through or e.kind not in TWO_PHASE_KINDS or e.ref is not None:
             continue
         terminal = index.terminal_of.get(seq)
+        usd = paid.get(seq, 0.0) if e.kind == "agent" else float(terminal.cost_usd or 0.0) if terminal else 0.0
         call = {"seq": plan.lineage.seq_map.get(seq, seq), "kind": e.kind, "label": e.label,
-                "scope": e.scope, "usd": float(terminal.cost_usd or 0.0) if terminal is not None else 0.0}
+                "scope": e.scope, "usd": round(usd, 10)}
         if seq in left:
             reason, detail = _why(e, new_agents, fresh, stopped)
             invalidated.append(InvalidatedCall(**call, reason=reason, detail=detail))
@@ -271,7 +276,7 @@ def _report(
     return ForkPreview(
         source_run_id=plan.lineage.forked_from, run_id=plan.run_id, workflow=plan.workflow.name, at=plan.lineage.at,
         models=dict(plan.lineage.models), reused=reused, invalidated=invalidated, new_calls=new_calls,
-        forecast=forecast, reused_usd=round(sum(r.usd for r in reused if r.kind == "agent"), 10),
+        forecast=forecast, reused_usd=round(sum(paid.get(s, 0.0) for s in paid if s not in left), 10),
         ceiling_usd=ceiling, fits=None if ceiling is None else forecast.max_usd <= ceiling,
         status=outcome.status, stopped=stopped, pending=list(outcome.pending),
     )

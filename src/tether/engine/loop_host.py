@@ -20,7 +20,7 @@ from tether.contracts.events import (
 from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import to_jsonable
-from tether.journal.cost import AgentSpend, agent_spend, draw_range, is_draw
+from tether.journal.cost import REDISPATCH, AgentSpend, agent_spend, draw_range, is_draw
 from tether.journal.keys import approval_key, decision_key
 
 E = TypeVar("E", bound=AgentScoped)
@@ -81,6 +81,8 @@ class EngineLoopHost:
         if spend is not None:
             through = tally.through if tally is not None else 0
             drawn, lost, cut = lost_since(self.seg.index.entries, spend, through)
+            if drawn:
+                self._journal_restart(through)
             for model, usd in drawn.items():  # turns drawn after the checkpoint: paid, and journaled as such
                 self.hooks.costs[model] = self.hooks.costs.get(model, 0.0) + usd
             for model, usd in (tally.orphaned if tally is not None else {}).items():  # cut off by earlier crashes
@@ -89,6 +91,16 @@ class EngineLoopHost:
             self.hooks.cut = [*(tally.cut if tally is not None else []), *cut]
             self.hooks.provider_calls += sum(1 for d in spend.dispatches if d.call > through)  # made, not checkpointed
         return state
+
+    def _journal_restart(self, through: int) -> None:
+        """Say in the journal that turns drawn past the checkpoint (`through`) are sent again: the cost fold lists
+        them as paid and lost to the kill (`CostReport.lost`), on every store alike."""
+        if self.seg.dry_run:
+            return
+        self.seg.journal.stage(JournalEntry(
+            kind="decision", scope=self.frame.scope, label=REDISPATCH, agent_id=self.running.agent_id,
+            started_at=self.seg.services.clock(), value={"decision": REDISPATCH, "through": through},
+        ))
 
     async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
         """Make a provider call durable before it leaves, priced at its worst case.

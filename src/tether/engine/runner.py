@@ -186,8 +186,9 @@ def _run_end(outcome: RunOutcome, seg: Segment) -> RunEnd:
     failed = error_dict(outcome.error) if outcome.status in ("error", "cancelled") else None
     return RunEnd(
         status=outcome.status, cost_usd=outcome.cost.total_usd, orphaned_usd=outcome.cost.orphaned_usd,
-        orphaned_calls=outcome.cost.orphaned_calls,
-        usage=outcome.usage, hits=outcome.replay.hits, misses=outcome.replay.misses, reruns=outcome.replay.reruns,
+        orphaned_calls=outcome.cost.orphaned_calls, reused_usd=outcome.cost.reused_usd,
+        reused_calls=outcome.cost.reused_calls, usage=outcome.usage,
+        hits=outcome.replay.hits, misses=outcome.replay.misses, reruns=outcome.replay.reruns,
         pending=list(outcome.pending), error_type=str(failed.get("type")) if failed else None,
         error=str(failed.get("message")) if failed else None, **seg.figures(),
     )

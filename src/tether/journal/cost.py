@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +33,9 @@ UNTYPED = "(untyped)"
 ORPHANS_SETTLED = "orphans-settled"
 BUDGET_RAISED = "budget-raised"
 UNPRICED_ALLOWED = "unpriced-allowed"
+REDISPATCH = "redispatch"
+"""The fact a redispatched invocation journals as it restarts from its checkpoint: `through`, the last dispatch
+the checkpoint holds. Turns drawn after it were paid and then lost with the process (the agent sends them again)."""
 MONEY_DECISIONS = frozenset({"genesis", "settle", ORPHANS_SETTLED, BUDGET_RAISED, UNPRICED_ALLOWED})
 """The run-level decisions a cost fold reads besides the agents' entries (a fork's genesis and settles say
 which calls the source paid for)."""
@@ -52,6 +55,24 @@ class OrphanSettlement(BaseModel):
     reason: str = ""
     by: str = ""
     at: float | None = None
+
+
+Charged = Literal["recorded", "worst-case", "settled"]
+"""How a lost call is charged: its journaled usage (`recorded`: a turn drawn, then re-sent after a kill), its
+dispatch's priced worst case (`worst-case`: an orphan no draw settled), or an operator's `settled` figure."""
+
+
+class LostCall(BaseModel):
+    """Provider calls of one agent paid (or possibly paid) and lost to a kill: their reply never reached the run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: int | None = None
+    calls: list[int] = Field(default_factory=list)
+    """The invocation's dispatch numbers."""
+    model: str = ""
+    usd: float = 0.0
+    charged: Charged = "worst-case"
 
 
 class CostReport(BaseModel):
@@ -82,9 +103,17 @@ class CostReport(BaseModel):
     `usage.reasoning_tokens` is the reasoning part of `output_tokens`."""
     provider_calls: int = 0
     reused_usd: float = 0.0
-    """A fork's: what the source run paid for the calls the fork reused (never in `total_usd`: not billed again)."""
+    """A fork's: what the source run paid for the agent calls the fork reused (their settled spend, never the
+    source's orphans, never a copy the fork did not reach); not in `total_usd`: not billed again."""
     reused_calls: int = 0
     """A fork's: the agent invocations it reused from its source."""
+    reused_provider_calls: int = 0
+    """A fork's: the provider calls those invocations made (in the source)."""
+    lost: list[LostCall] = Field(default_factory=list)
+    """Calls paid and lost to a kill, each charged at its recorded usage or its worst case (and said which):
+    the `worst-case`/`settled` ones make up `orphaned_usd`, the `recorded` ones `lost_recorded_usd`."""
+    lost_recorded_usd: float = 0.0
+    """The part of `spent_usd` that is turns drawn and then lost to a kill (sent again by the redispatch)."""
 
 
 @dataclass
@@ -120,6 +149,10 @@ class AgentSpend:
     """The orphaned figure per model as of the last settlement (scaled by it)."""
     scaled_raw: dict[str, float] = field(default_factory=dict)
     """`raw_orphaned` as it stood at that settlement."""
+    draws: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
+    """Every journaled turn draw: the dispatches it settles (first, last) and its USD per model."""
+    resent: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
+    """The draws a redispatch sent again (past its checkpoint): paid, and lost with the process."""
 
     @property
     def settled(self) -> bool:
@@ -179,6 +212,37 @@ class AgentSpend:
     def unsettled(self, after: int = 0) -> list[tuple[int, str, float | None]]:
         """Dispatches numbered above `after` that no draw settled: cut off by a crash, billed at worst."""
         return [(d.call, d.model, d.worst) for d in self.dispatches if d.call > after and not self.settles(d.call)]
+
+    def restarted(self, through: int) -> None:
+        """A redispatch restarted the invocation from a checkpoint holding dispatches up to `through`."""
+        for draw in self.draws:
+            if draw[0] > through and draw not in self.resent:
+                self.resent.append(draw)
+
+    @property
+    def lost_calls(self) -> list[LostCall]:
+        """Its calls paid and lost to a kill: re-sent turns at their recorded usage, orphans at their worst case
+        (or scaled to an operator's settlement)."""
+        aid = self.running.agent_id
+        out = [LostCall(agent_id=aid, calls=list(range(first, last + 1)), model=model, usd=round(usd, 10),
+                        charged="recorded") for first, last, costs in self.resent for model, usd in costs.items()]
+        worst = {d.call: (d.model, d.worst or 0.0) for d in self.dispatches}
+        charged: Charged = "settled" if self.scaled or self.scaled_raw else "worst-case"
+        orphaned = self.orphaned
+        by_model: dict[str, list[int]] = {}
+        for call in self.cut:
+            by_model.setdefault(worst.get(call, ("", 0.0))[0], []).append(call)
+        for model, calls in by_model.items():
+            raw = sum(worst.get(c, ("", 0.0))[1] for c in calls)
+            share = orphaned.get(model, 0.0)
+            for c in calls:
+                part = share * (worst[c][1] / raw) if raw > 0 and c in worst else share / len(calls)
+                out.append(LostCall(agent_id=aid, calls=[c], model=model, usd=round(part, 10), charged=charged))
+        return out
+
+    @property
+    def lost_recorded_usd(self) -> float:
+        return sum(sum(costs.values()) for _, _, costs in self.resent)
 
     def refresh_open(self) -> None:
         """An open invocation's orphans: its dispatches no draw settled, at their worst case."""
@@ -247,6 +311,14 @@ class SpendFold:
         """Whether the source run paid for this invocation (a fork's copied one): never the fork's spend."""
         return (spend.running.seq or 0) <= self.copied_through
 
+    def reused(self, spend: AgentSpend) -> bool:
+        """A copied invocation the fork's code replayed (its settled spend is `reused_usd`)."""
+        return self.copied(spend) and spend.running.seq not in self.unreused
+
+    def own(self) -> list[AgentSpend]:
+        """The invocations this run paid for (a fork's copies left out)."""
+        return [s for s in self.agents if not self.copied(s)]
+
 
 def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
     """Every agent invocation's spend, settled or not, in the order the invocations started."""
@@ -284,9 +356,11 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
             continue
         open_spend.last_at = e.started_at or open_spend.last_at
         if is_draw(e):
-            for model, usd in _floats(e.costs).items():
+            costs = _floats(e.costs)
+            for model, usd in costs.items():
                 _add(open_spend.costs, model, usd)
             open_spend.covered.append(draw_range(e))
+            open_spend.draws.append((*draw_range(e), costs))
             value = e.value if isinstance(e.value, dict) else {}
             open_spend.draw_tokens += int(value.get("tokens") or 0)
             if e.usage is not None:  # the turn's usage (draws written before it carried only `tokens`)
@@ -295,6 +369,8 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
             worst = d.get("worst_usd")
             open_spend.dispatches.append(Dispatch(int(d.get("call", 0)), str(d.get("model", "")),
                                                   None if worst is None else float(worst), e.seq))
+        elif decision_name(e) == REDISPATCH and isinstance(e.value, dict):
+            open_spend.restarted(int(e.value.get("through") or 0))
     spends = list(by_seq.values())
     for spend in spends:
         spend.refresh_open()
@@ -366,16 +442,20 @@ def cost_report(folded: SpendFold) -> CostReport:
     by_role: dict[str, float] = {}
     by_type: dict[str, float] = {}
     spent = orphaned = 0.0
-    cut = calls = reused_calls = 0
-    reused = 0.0
+    cut = calls = reused_calls = reused_provider_calls = 0
+    reused = resent = 0.0
     unpriced: dict[str, Usage] = {}
     usages: list[Usage] = []
+    lost_calls: list[LostCall] = []
     for spend in folded.agents:
         if folded.copied(spend):
-            if spend.running.seq not in folded.unreused:
-                reused += spend.usd
+            if folded.reused(spend):  # what the source paid and this run did not: never the source's orphans
+                reused += spend.spent_usd
                 reused_calls += 1
+                reused_provider_calls += spend.provider_calls
             continue
+        lost_calls.extend(spend.lost_calls)
+        resent += spend.lost_recorded_usd
         lost = spend.orphaned
         usd = spend.spent_usd + sum(lost.values())
         spent += spend.spent_usd
@@ -410,6 +490,9 @@ def cost_report(folded: SpendFold) -> CostReport:
         provider_calls=calls,
         reused_usd=round(reused, 10),
         reused_calls=reused_calls,
+        reused_provider_calls=reused_provider_calls,
+        lost=lost_calls,
+        lost_recorded_usd=round(resent, 10),
     )
 
 

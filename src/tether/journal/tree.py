@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.events import AgentEvent
-from tether.journal.cost import agent_spend
+from tether.journal.cost import CostReport, cost_report, fold_spend
 
 
 def fold_agent_events(entries: Iterable[JournalEntry]) -> list[AgentEvent]:
@@ -38,6 +38,10 @@ class AgentNode(BaseModel):
     cut_calls: int = 0
     provider_calls: int = 0
     refusals: list[str] = Field(default_factory=list)
+    reused_usd: float = 0.0
+    """A fork's copy its code reused: what the source paid for it (its own figures above are then 0)."""
+    reused: bool = False
+    """A copy of the source's call the fork reused: the source paid for it, this run did not."""
 
 
 class TreeReport(BaseModel):
@@ -45,24 +49,32 @@ class TreeReport(BaseModel):
 
     agents: list[AgentNode]
     events: list[AgentEvent]
+    cost: CostReport = CostReport()
+    """The run's cost report: the nodes' `cost_usd` sum to its `total_usd`, their `reused_usd` to its `reused_usd`."""
 
 
 def fold_tree(entries: Iterable[JournalEntry]) -> TreeReport:
-    """The tree, each node with the figures `fold_cost` sums (one source for every view)."""
+    """The tree, each node with the figures `fold_cost` sums (one source for every view). A fork's copies its
+    code did not reach are left out; the ones it reused carry only what the source paid (`reused_usd`)."""
     entries = list(entries)
+    folded = fold_spend(entries)
     nodes: dict[int, AgentNode] = {}
-    for spend in agent_spend(entries):
+    for spend in folded.agents:
         e = spend.running
-        if e.agent_id is None:
+        if e.agent_id is None or (folded.copied(spend) and not folded.reused(spend)):
             continue
         status = (spend.terminal.status if spend.terminal is not None else None) or "running"
-        nodes[e.agent_id] = AgentNode(
-            agent_id=e.agent_id, parent_agent_id=e.parent_agent_id, label=e.label, role=e.role, status=status,
-            tokens=spend.tokens, cost_usd=round(spend.usd, 10), spent_usd=round(spend.spent_usd, 10),
-            orphaned_usd=round(spend.orphaned_usd, 10), cut_calls=len(spend.cut), provider_calls=spend.provider_calls,
-        )
+        node = AgentNode(agent_id=e.agent_id, parent_agent_id=e.parent_agent_id, label=e.label, role=e.role,
+                         status=status, tokens=spend.tokens, provider_calls=spend.provider_calls)
+        if folded.copied(spend):
+            node.reused, node.reused_usd = True, round(spend.spent_usd, 10)
+        else:
+            node.cost_usd, node.spent_usd = round(spend.usd, 10), round(spend.spent_usd, 10)
+            node.orphaned_usd, node.cut_calls = round(spend.orphaned_usd, 10), len(spend.cut)
+        nodes[e.agent_id] = node
     events = fold_agent_events(entries)
     for ev in events:
         if ev.kind == "spawn_refused" and ev.agent_id in nodes and ev.detail:
             nodes[ev.agent_id].refusals.append(ev.detail)
-    return TreeReport(agents=sorted(nodes.values(), key=lambda n: n.agent_id), events=events)
+    return TreeReport(agents=sorted(nodes.values(), key=lambda n: n.agent_id), events=events,
+                      cost=cost_report(folded))

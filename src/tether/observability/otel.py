@@ -318,6 +318,7 @@ class OtelExporter:
                 "tether.status": event.status, "tether.cost_usd": event.cost_usd,
                 "tether.spent_usd": round(event.cost_usd - event.orphaned_usd, 10),
                 "tether.orphaned_usd": event.orphaned_usd, "tether.orphaned_calls": event.orphaned_calls,
+                "tether.reused_usd": event.reused_usd, "tether.reused_calls": event.reused_calls,
                 "tether.replay.hits": event.hits, "tether.replay.misses": event.misses, **_usage(event.usage),
             }, (event.error_type or event.status) if failed else None, event.error or event.status
         if isinstance(event, ChildEnd):

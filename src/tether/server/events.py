@@ -26,6 +26,8 @@ from tether.contracts.protocols import JournalStore
 from tether.contracts.results import AgentError
 from tether.contracts.usage import Usage
 from tether.engine.handle import RunHandle
+from tether.journal.cost import fold_cost
+from tether.journal.lineage import lineage_from
 from tether.server.models import StreamEnd
 
 HEARTBEAT = ": keep-alive\n\n"
@@ -58,10 +60,14 @@ class JournalFollower:
         self.spent = 0.0
         self.ceiling: float | None = None
         self.depth: dict[int, int] = {}
+        self.seen: list[JournalEntry] = []
+        self.copied_through = 0
+        """A fork's copied prefix: its agents' terminals are the source's spend, not this run's."""
 
     def feed(self, entries: Iterable[JournalEntry]) -> list[Event]:
         out: list[Event] = []
         for e in entries:
+            self.seen.append(e)
             out.extend(self._derive(e))
         return out
 
@@ -78,9 +84,15 @@ class JournalFollower:
         value = e.value if isinstance(e.value, dict) else {}
         if e.kind == "decision" and value.get("decision") == "genesis":
             self.ceiling = value.get("budget_usd")
+            lineage = lineage_from(value)
+            self.copied_through = lineage.reused_through if lineage is not None else 0
             return [RunStart(**self._base(e), workflow=str(value.get("workflow") or ""), **self._money())]
         if e.kind == "decision" and value.get("decision") == "settle":
-            return [RunEnd(**self._base(e), status=value.get("status") or "error", cost_usd=round(self.spent, 10),
+            cost = fold_cost(self.seen)  # the run's figures are the cost report's, as a live run's `run:end`
+            self.spent = cost.total_usd
+            return [RunEnd(**self._base(e), status=value.get("status") or "error", cost_usd=cost.total_usd,
+                           orphaned_usd=cost.orphaned_usd, orphaned_calls=cost.orphaned_calls,
+                           reused_usd=cost.reused_usd, reused_calls=cost.reused_calls, usage=cost.usage,
                            pending=list(value.get("pending") or []), **self._money())]
         if e.kind == "agent":
             return self._agent(e)
@@ -111,7 +123,8 @@ class JournalFollower:
         if e.ref is None:
             return []
         usd = float(e.cost_usd or 0.0) + float(e.orphaned_usd or 0.0)
-        self.spent += usd
+        if e.ref > self.copied_through:  # a fork's copy was paid by its source
+            self.spent += usd
         value = e.value if isinstance(e.value, dict) else {}
         end = AgentEnd(
             **self._base(e, f"agent-{e.ref}"), agent_id=e.agent_id, label=e.label,

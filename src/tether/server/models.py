@@ -62,6 +62,8 @@ class RunSummary(BaseModel):
     """What counts against the ceiling: the cost report's `total_usd` (orphaned calls included)."""
     orphaned_usd: float = 0.0
     """The part of `spent_usd` that is calls a crash cut off, at their worst case (or as settled)."""
+    reused_usd: float = 0.0
+    """A fork's: what its source paid for the calls it reused (the cost report's `reused_usd`; not in `spent_usd`)."""
     created_at: float
     updated_at: float
     duration_s: float
@@ -164,6 +166,8 @@ class ReuseMark(BaseModel):
     source_seq: int | None = None
     """The entry's seq in the source run."""
     reused: bool = True
+    source_at: float | None = None
+    """When the source journaled it (a copy keeps its source's time: it happened before the fork started)."""
 
 
 class RunDetail(RunSummary):
@@ -175,7 +179,8 @@ class RunDetail(RunSummary):
     suspensions: list[Suspension] = Field(default_factory=list)
     cost: CostReport
     spend: list[SpendPoint] = Field(default_factory=list)
-    """The spend chart's series: one point per agent, summing to `cost.total_usd`."""
+    """The spend chart's series: one point per agent this run paid for (a fork's reused copies are not its
+    spend), summing to `cost.total_usd`."""
     cut_seqs: list[int] = Field(default_factory=list)
     """Journal seqs of the dispatch records a crash cut off (charged at their worst case)."""
     entries: int

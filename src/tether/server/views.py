@@ -66,6 +66,7 @@ def summary(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None
         budget_usd=cost.ceiling_usd if cost.ceiling_usd is not None else meta.budget_usd,
         spent_usd=cost.total_usd,
         orphaned_usd=cost.orphaned_usd,
+        reused_usd=cost.reused_usd,
         created_at=meta.created_at,
         updated_at=meta.updated_at,
         duration_s=max(end - meta.created_at, 0.0),
@@ -99,7 +100,7 @@ def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None,
         outcome=outcome,
         suspensions=suspensions(entries),
         cost=cost,
-        spend=spend_series(folded.agents, origin),
+        spend=spend_series(folded.own(), origin),
         cut_seqs=sorted(seq for s in folded.agents for seq in s.cut_seqs),
         entries=len(entries),
         started_at=origin,
@@ -133,7 +134,8 @@ def reuse_marks(entries: Sequence[JournalEntry], page: Sequence[JournalEntry]) -
             continue
         call = e.ref if e.kind == "agent" and e.ref is not None else seq
         lost = call in seqs or (e.agent_id is not None and e.agent_id in agents)
-        marks.append(ReuseMark(seq=seq, source_seq=found.seq_map.get(seq), reused=not lost))
+        marks.append(ReuseMark(seq=seq, source_seq=found.seq_map.get(seq), reused=not lost,
+                               source_at=e.ended_at or e.started_at))
     return marks
 
 
@@ -145,7 +147,8 @@ def _unreached(folded: SpendFold) -> tuple[frozenset[int], frozenset[int]]:
 
 
 def spend_series(agents: Sequence[AgentSpend], origin: float | None) -> list[SpendPoint]:
-    """Each agent's spend at the moment the journal last heard of it, cumulated: the chart the cards agree with."""
+    """Each agent's spend at the moment the journal last heard of it, cumulated: the chart the cards agree with
+    (`agents`: those the run paid for, `SpendFold.own`)."""
     timed = sorted(agents, key=lambda a: a.last_at or a.running.started_at or 0.0)
     t0 = origin if origin is not None else min((a.running.started_at or 0.0 for a in agents), default=0.0)
     points: list[SpendPoint] = []

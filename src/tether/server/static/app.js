@@ -39,12 +39,14 @@
     for (const kid of kids.flat()) if (kid !== null && kid !== undefined) el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
     return el;
   }
+  // A USD amount to its precision, the CLI's rule (tether.cli.cost_view.usd): six significant digits, at least
+  // two decimals, no trailing zeros past them ($0.20, $0.001, $0.005, $0.03612).
   function usd(v) {
     if (v === null || v === undefined) return "—";
-    if (v === 0) return "$0.00";
-    const a = Math.abs(v);
-    const digits = a >= 1 ? 2 : Math.min(8, Math.max(2, 2 - Math.floor(Math.log10(a))));
-    return "$" + v.toFixed(digits);
+    if (v === 0 || !isFinite(v)) return v === 0 ? "$0.00" : "$" + v;
+    const digits = Math.min(20, Math.max(2, 5 - Math.floor(Math.log10(Math.abs(v)))));
+    const [whole, frac] = v.toFixed(digits).split(".");
+    return "$" + whole + "." + frac.replace(/0+$/, "").padEnd(2, "0");
   }
   const int = (v) => (v === null || v === undefined ? "—" : Math.round(v).toLocaleString("en-US"));
   function dur(sec) {
@@ -359,8 +361,9 @@
             n.refusals.map((r) => h("span", { class: "refused", title: "a spawn this agent asked for was refused by the " + r + " cap" }, "refused: " + r)),
             h("span", { class: "meta" },
               h("span", { title: "tokens (input + output)" }, int(n.tokens) + " tok"),
-              h("span", { title: n.cut_calls ? usd(n.spent_usd) + " spent + " + usd(n.orphaned_usd) + " orphaned (" + n.cut_calls + " cut by a crash)" : "cost" },
-                usd(n.cost_usd) + (n.cut_calls ? " *" : "")),
+              n.reused ? h("span", { class: "reused", "data-testid": "node-reused", title: "a copy the fork reused: the source paid for it, this run did not" }, "reused " + usd(n.reused_usd))
+                : h("span", { title: n.cut_calls ? usd(n.spent_usd) + " spent + " + usd(n.orphaned_usd) + " orphaned (" + n.cut_calls + " cut by a crash)" : "cost", "data-testid": "node-cost" },
+                  usd(n.cost_usd) + (n.cut_calls ? " *" : "")),
               n.ended_at && n.started_at ? h("span", { class: "muted" }, dur(n.ended_at - n.started_at)) : null,
               h("a", { class: "transcript", href: "#/runs/" + enc + "/agents/" + n.agent_id, "data-testid": "transcript-link" }, "transcript"))),
           (kids.get(n.agent_id) || []).length ? h("ul", { class: "tree" }, kids.get(n.agent_id).map(nodeEl)) : null);
@@ -470,7 +473,8 @@
             copyMark, cut.has(e.seq) ? h("span", { class: "pill", "data-status": "suspended", "data-testid": "cut-dispatch", title: "a crash cut this call off: it is charged at its worst case" }, "cut") : null),
           h("td", { class: "num" }, tokens === null ? "" : int(tokens)),
           h("td", { class: "num" }, e.cost_usd !== null ? usd(e.cost_usd) : worst(e)),
-          h("td", { class: "num muted", title: stamp(at) }, at ? "+" + dur(at - t0) : "")));
+          copy ? h("td", { class: "num muted", title: "the source's time: copied from the source run", "data-testid": "source-time" }, at ? "src " + new Date(at * 1000).toLocaleTimeString() : "")
+            : h("td", { class: "num muted", title: stamp(at) }, at ? "+" + dur(at - t0) : "")));
         if (open) rows.push(h("tr", { class: "detail" }, h("td", { colspan: 9 }, json(e))));
       }
       fill(el.journal, h("table", { "data-testid": "journal" },
@@ -529,7 +533,7 @@
     const side = (sd, reused) => sd === null
       ? [h("td", { class: "muted", colspan: 3 }, "no such call")]
       : [h("td", { class: "mono small" }, sd.model || "—"),
-         h("td", { class: "num" }, reused ? h("span", { class: "pill static reuse", title: "a copy of the first run's call: not paid for again" }, "reused") : usd(sd.usd)),
+         h("td", { class: "num", "data-usd": sd.usd, "data-reused": String(reused) }, reused ? h("span", { class: "pill static reuse", title: "a copy the fork reused: its source paid " + usd(sd.usd) + ", not paid for again" }, "reused " + usd(sd.usd)) : usd(sd.usd)),
          h("td", { class: "diff-out" }, typeof sd.output === "string" ? sd.output : JSON.stringify(sd.output))];
     api(path).then((d) => {
       const same = (c) => c.a && c.b && JSON.stringify(c.a.output) === JSON.stringify(c.b.output);
@@ -569,7 +573,7 @@
     const yStep = niceStep(yTop, 4);
     for (let v = 0; v <= yTop + 1e-12; v += yStep) {
       svg.append(s("line", { class: "grid-line", x1: L, x2: W - R, y1: y(v), y2: y(v) }),
-        s("text", { x: L - 8, y: y(v) + 4, "text-anchor": "end" }, usd(v).replace(/(\.\d\d\d*?)0+$/, "$1")));
+        s("text", { x: L - 8, y: y(v) + 4, "text-anchor": "end" }, usd(v)));
     }
     const xStep = niceStep(tEnd, 5);
     for (let t = 0; t <= tEnd + 1e-9; t += xStep) {
