@@ -41,6 +41,7 @@ class HostDouble:
         self.sleeps: list[float] = []
         self.decisions: dict[str, dict[str, Any]] = {}
         self.dispatches: list[tuple[str, int, int]] = []
+        self.ended: list[tuple[int, bool]] = []
         self._on_emit = on_emit
 
     async def load_checkpoint(self) -> LoopState | None:
@@ -56,6 +57,9 @@ class HostDouble:
 
     async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
         self.dispatches.append((served_by, est_input, max_output))
+
+    async def end_attempt(self, turn: int, *, reached: bool) -> None:
+        self.ended.append((turn, reached))
 
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
         self.approve_calls.append((tool, args, self.stored))

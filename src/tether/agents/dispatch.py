@@ -6,6 +6,7 @@ Only `BudgetHooks` is consulted for money; nothing here prices anything.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -367,6 +368,13 @@ class Dispatcher:
             call=call, model=model.ref, provider=model.adapter.id, status=result.status, usage=streamed.usage,
             finish_reason=result.finish_reason, max_tokens=clamp, error=result.error,
         ))
+        if isinstance(streamed.terminal, StreamError) and not streamed.cut:
+            # The attempt failed: what it held is released before a retry is sized, and a request that never
+            # left is no provider call (it cost nothing).
+            reached = streamed.terminal.reached
+            if not reached:
+                self.state.provider_calls -= 1
+            await self.host.end_attempt(self.state.turns + 1, reached=reached)
         result.tier = tier
         result.output_limit, result.budget_clamped = clamp, clamp < self._natural_limit(model)
         return result
@@ -397,7 +405,8 @@ class Dispatcher:
                     out.cut = True
                     break
         except OSError as exc:  # a transport failure the adapter did not map
-            out.terminal = StreamError(kind="transport", message=str(exc), retryable=True)
+            unsent = isinstance(exc, ConnectionRefusedError | socket.gaierror)
+            out.terminal = StreamError(kind="transport", message=str(exc), retryable=True, reached=not unsent)
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:

@@ -97,6 +97,11 @@ class LoopHost(Protocol):
     async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
         """Make one provider attempt durable (with its worst case) before the request leaves."""
 
+    async def end_attempt(self, turn: int, *, reached: bool) -> None:
+        """A provider attempt of `turn` failed: settle it (what it drew, even nothing) so the worst case it held
+        is released before a retry or a failover is sized. `reached=False`: the request never left (the
+        connection failed), so it cost nothing and is not counted as a provider call."""
+
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
         """Ask a human: suspends this branch (the run settles `suspended`) until resolved.
 

@@ -451,6 +451,10 @@ class AccountHooks:
         if self.account.binding() is not None and self.on_unpriced is not None:
             self.on_unpriced(served_by)
 
+    def uncount_call(self) -> None:
+        """The last call's request never left (its connection failed): it is no provider call."""
+        self.provider_calls = max(0, self.provider_calls - 1)
+
     def on_usage(self, usage: Usage, served_by: str) -> None:
         """Meter-less accounting: one meter per report (per-slice pricing)."""
         self.open_call_meter(served_by)(usage)

@@ -91,6 +91,9 @@ class StreamError(BaseModel):
     retry_after_ms: int | None = None
     status: int | None = None
     usage: Usage | None = None
+    reached: bool = True
+    """False when the request never reached the provider (the connection or its name lookup failed before a
+    byte was sent): nothing can have been billed, and it is no provider call."""
 
 
 ChatEvent = Annotated[

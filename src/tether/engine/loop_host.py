@@ -124,13 +124,22 @@ class EngineLoopHost:
                    "input_overhead": self.hooks.calibration.overhead(served_by), "max_output": max_output},
         ))
 
-    async def flush_draw(self, step: int) -> None:
-        """One `budget_draw` fact per model turn, journaled at the turn boundary."""
+    async def end_attempt(self, turn: int, *, reached: bool) -> None:
+        """A failed attempt's draw (even of nothing) is journaled at once, so the worst case its dispatch held is
+        released before the retry is sized; one that never left is taken off the call count."""
+        if not reached:
+            self.hooks.uncount_call()
+        await self.flush_draw(turn, settle=True)
+
+    async def flush_draw(self, step: int, *, settle: bool = False) -> None:
+        """One `budget_draw` fact per model turn, journaled at the turn boundary (`settle`: also when the turn's
+        dispatches drew nothing, so they are settled at 0 rather than left to be charged at their worst case)."""
         if self.running.agent_id is not None:
             self.seg.tree.turn_of[self.running.agent_id] = step
         tokens, costs, usage = self.hooks.take_draw()
+        settle = settle and self.undrawn_from <= self.dispatched
         drawn = self.seg.tree.draw(self.running.agent_id, step, tokens, costs, (self.undrawn_from, self.dispatched),
-                                   dict(self.hooks.calibration.overheads), usage)
+                                   dict(self.hooks.calibration.overheads), usage, settle=settle)
         if drawn:
             self.undrawn_from = self.dispatched + 1
             self.hooks.settle_dispatches()  # the draw is staged: what its dispatches held may be reused

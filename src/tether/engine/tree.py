@@ -109,7 +109,7 @@ class Tree:
 
     def draw(
         self, agent_id: int | None, step: int, tokens: int, costs: dict[str, float], calls: tuple[int, int],
-        input_overhead: dict[str, int] | None = None, usage: Usage | None = None,
+        input_overhead: dict[str, int] | None = None, usage: Usage | None = None, *, settle: bool = False,
     ) -> bool:
         """Journal one `budget_draw` (True when one was written): what a model turn drew and what the tree
         has left after it.
@@ -119,10 +119,11 @@ class Tree:
         overhead the run has learned so far (`budget.calibration`), so a resume keeps it, and the turn's usage (so
         an agent parked on an approval, with no terminal yet, counts its tokens in every view). It is staged:
         durable with the next append (the next dispatch record, the terminal) or checkpoint; a crash
-        before that charges the turn at its dispatch record's worst case instead.
+        before that charges the turn at its dispatch record's worst case instead. `settle` writes it even when
+        nothing was drawn: a failed attempt's dispatch is then settled at 0 (its hold may be reused).
         """
         usd = sum(costs.values())
-        if agent_id is None or (not tokens and not usd):
+        if agent_id is None or (not tokens and not usd and not settle):
             return False
         row = draw_row(agent_id, step, tokens, self.remaining_tokens(), usd, self.root.remaining())
         # The row's fields, then the envelope's extras (in this order: the stored bytes are as before).

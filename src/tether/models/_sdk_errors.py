@@ -6,6 +6,7 @@ import contextlib
 import email.utils
 import json
 import re
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -231,6 +232,7 @@ def error_from_exception(
             kind="transport",
             message=f"{provider} connection failed{f' ({url})' if url else ''}: {detail}",
             retryable=True,
+            reached=not never_sent(exc),
         )
     status = getattr(exc, "status_code", None)
     body = getattr(exc, "body", None)
@@ -272,6 +274,26 @@ def _request_url(exc: BaseException) -> str | None:
             return redact_secrets(str(bare))
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def never_sent(exc: BaseException) -> bool:
+    """Whether the request never left: somewhere in the exception's causes the connection was refused, the
+    name lookup failed, or the client could not connect. A timeout or a dropped connection may have reached
+    the provider (and been billed): those are not this."""
+    try:
+        import httpx2
+    except ImportError:  # pragma: no cover - every SDK we wrap ships it
+        connect: tuple[type[BaseException], ...] = ()
+    else:
+        connect = (httpx2.ConnectError,)
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, (ConnectionRefusedError, socket.gaierror, *connect)):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _is_network_error(exc: BaseException) -> bool:
