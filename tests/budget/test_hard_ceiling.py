@@ -38,11 +38,18 @@ def worst_reported(entries: list[JournalEntry]) -> float:
 
 async def race(tmp_path: Path, *, agents: int, concurrency: int, ceiling: float, price: tether.Price,
                latency: float, overshoot: str, turns: int = 2, est_cost: float | None = None,
-               max_output_tokens: int | None = None) -> tuple[tether.RunOutcome, list[JournalEntry], Any]:
+               max_output_tokens: int | None = None, flaky: bool = False,
+               ) -> tuple[tether.RunOutcome, list[JournalEntry], Any]:
+    failed: set[tuple[str, int]] = set()
+
     # The fake bills its own chars/4 count of the messages as input: never more than tether estimates (the
     # hard ceiling's one stated assumption; the prompt pads each call to about 1,000 input tokens).
     def script(request: Any) -> Reply:
         done = sum(1 for m in request.messages if m.role == "assistant")
+        attempt = (request.messages[0].text_content[:9], done)
+        if flaky and attempt not in failed:  # every turn's first attempt fails retryably (a 503 before any token)
+            failed.add(attempt)
+            return Reply(error="transport", message="HTTP 503: overloaded", latency_s=latency)
         if done + 1 < turns:
             return Reply(tool_calls=[ToolCall("noop", {"i": done})], output_tokens=500, latency_s=latency, chunks=4)
         return Reply(text="done", output_tokens=500, latency_s=latency, chunks=4)
@@ -77,6 +84,16 @@ async def test_a_crash_after_any_entry_of_a_60_agent_race_reports_at_most_the_ce
     assert outcome.status == "exhausted" and outcome.cost.total_usd <= 0.30 + 1e-9
     assert worst_reported(entries) <= 0.30 + 1e-9
     assert outcome.cost.total_usd >= 0.25  # the ceiling, not a refusal, stopped the race
+
+
+async def test_retried_attempts_hold_their_own_worst_case_and_release_it_before_the_retry(tmp_path: Path) -> None:
+    # Every turn fails once first: each failed attempt's hold is released (its draw journaled at 0) before its
+    # retry is sized, so the race still spends up to the ceiling and a crash anywhere reports at most it.
+    outcome, entries, _ = await race(tmp_path, agents=40, concurrency=20, ceiling=0.30, price=PRICE,
+                                     latency=0.01, overshoot="hard", est_cost=0.001, flaky=True)
+    assert outcome.status == "exhausted" and outcome.cost.total_usd <= 0.30 + 1e-9
+    assert worst_reported(entries) <= 0.30 + 1e-9
+    assert outcome.cost.total_usd >= 0.25 and outcome.cost.orphaned_usd == 0
 
 
 async def test_the_bounded_mode_lets_in_flight_worst_cases_pass_the_ceiling(tmp_path: Path) -> None:
