@@ -229,7 +229,7 @@ def long_agent(turns: int, rounds: int = 2) -> dict[str, float]:
 def checkpoint_read(turns: int) -> dict[str, float]:
     """ms to read back (head, then every chunk) the checkpoint of an agent `turns` tool turns long, on SQLite."""
     from tether.agents.state import LoopState
-    from tether.budget.hooks import Tally
+    from tether.budget.tally import Tally
     from tether.contracts.messages import Message
     from tether.engine.loop_host import CheckpointChain, read_checkpoint
     from tether.stores.sqlite import SqliteStore

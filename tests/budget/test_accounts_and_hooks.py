@@ -17,7 +17,7 @@ def test_an_exact_fill_is_admitted_and_one_cent_more_is_refused() -> None:
     acct = Account(1.0)
     admit(acct, 0.6, what="a", run_id="r")
     admit(acct, 0.4, what="b", run_id="r")  # spent + held + reserve == ceiling
-    with pytest.raises(tether.BudgetExhaustedError, match=r"holds 1\.0000 of 1\.0000 USD; the reserve of 0\.0100"):
+    with pytest.raises(tether.BudgetExhaustedError, match=r"holds 1\.00 of 1\.00 USD; the reserve of 0\.01 "):
         admit(acct, 0.01, what="c", run_id="r")
 
 

@@ -69,7 +69,7 @@ async def test_runs_sharing_a_scope_stop_at_its_limit_and_say_why(store: Postgre
     assert [o.status for o in outcomes[:2]] == ["ok", "ok"]  # 4 calls of 0.0201 fit in 0.10, the fifth does not
     stopped = outcomes[2]
     assert stopped.status == "exhausted"
-    assert "scope 'tenant:acme'" in why(stopped) and "0.1000 USD" in why(stopped)
+    assert "scope 'tenant:acme'" in why(stopped) and "0.10 USD" in why(stopped)
     assert outcomes[3].status == "exhausted" and outcomes[3].cost.provider_calls == 0
     (usage,) = await store.budget_usage("tenant:acme")
     assert usage.held_usd == pytest.approx(0.0)

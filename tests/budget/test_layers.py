@@ -35,7 +35,7 @@ async def test_admission_refuses_before_any_journal_entry_or_provider_call(engin
 
     out = await engine.run(big, run_id="r", budget_usd=1.0)
     assert out.status == "exhausted" and isinstance(out.error, tether.BudgetExhaustedError)
-    assert "reserve of 5.0000" in str(out.error) and "of 1.0000 USD" in str(out.error)
+    assert "reserve of 5.00" in str(out.error) and "of 1.00 USD" in str(out.error)
     assert model.calls == 0
     assert [e.kind for e in await engine.inspect("r") if e.kind == "agent"] == []
     assert out.cost.total_usd == 0.0

@@ -100,7 +100,7 @@ async def test_an_exhausted_run_whose_parallel_branch_was_refused_says_which_ref
     data = out.error["data"]
     assert data["kind"] == "budget" and data["account"] == "run" and data["what"] == "agent 't2'"
     assert data["reserve_usd"] == 0.02 and data["remaining_usd"] == pytest.approx(0.01)
-    assert "the reserve of 0.0200 for agent 't2' does not fit" in out.error["message"]
+    assert "the reserve of 0.02 for agent 't2' does not fit" in out.error["message"]
     resumed = await engine.resume("r", fan)  # read back on resume, never decided again: the same refusal
     assert resumed.status == "exhausted" and resumed.error == out.error
     # the API and the inspector's Outcome read the settle entry

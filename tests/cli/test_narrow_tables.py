@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from clikit import AppDir
 
-from tether.cli.cost_view import usd
+from tether.contracts.money import usd
 
 RUN = "survey-run-01M8VRE76K54Q4CE1PB7"
 

@@ -10,7 +10,7 @@ import pytest
 
 import tether
 from tether.agents.state import LoopState
-from tether.budget.hooks import Tally
+from tether.budget.tally import Tally
 from tether.contracts.messages import Message
 from tether.engine.checkpoint import CheckpointChain, chunk_key, read_checkpoint
 from tether.stores import open_store

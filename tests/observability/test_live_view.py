@@ -64,7 +64,7 @@ def test_the_live_view_in_a_terminal_tells_the_truth(tmp_path: Path) -> None:
     assert any("✗ spawn refused (agents): survey region" in f for f in frames), "the refused spawn"
     assert any(re.search(r"forecast ~\d+ turns? left at this rate, (~\d+s|<1s) to exhaustion", f) for f in frames)
     # the hard ceiling stops the run at (or just below) the ceiling: spend plus in-flight worst cases never pass it
-    assert re.search(r"USD\s+\[█+\] 0\.(39|40)\d+ of 0\.4000 USD \((9\d|100)%\)", final), "spend against the ceiling"
+    assert re.search(r"USD\s+\[█+\] 0\.(39|40)\d* of 0\.40 USD \((9\d|100)%\)", final), "spend against the ceiling"
     assert "live  survey  exhausted" in final and re.search(r"exhausted: 0\.(39|40)", final)
     ends = {m.group(1): m.group(3) for m in AGENT_LINE.finditer(final)}
     assert set(ends.values()) <= {"cancelled", "error", "limit", "ok"}, "no agent is left `working` at the end"
@@ -111,7 +111,7 @@ def test_tether_run_shows_the_live_view_on_a_terminal_by_default(tmp_path: Path)
             "--store", f"sqlite:///{tmp_path}/t.db"]
     final = capture_frames(tmp_path, argv, cwd=tmp_path)[-1]
     assert re.search(r"tty  steps  ok", final), "the live view's header, on a terminal without --progress"
-    assert "USD    [" in final and "0.0000 of 0.5000 USD (0%)" in final
+    assert "USD    [" in final and "0.00 of 0.50 USD (0%)" in final
     assert "run tty: ok" in final and "value    2" in final  # the outcome printed after the view
 
 
@@ -128,6 +128,6 @@ def test_the_header_has_a_bar_for_every_ceiling() -> None:
     console = Console(file=StringIO(), width=100, color_system=None)
     console.print(render(view, now=2.0))
     text = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "USD    [██████░░░░░░░░░░░░░░░░░░] 0.5000 of 2.0000 USD (25%)" in text
+    assert "USD    [██████░░░░░░░░░░░░░░░░░░] 0.50 of 2.00 USD (25%)" in text
     assert "tokens [██████░░░░░░░░░░░░░░░░░░] 250 of 1,000 tokens (25%)" in text
-    assert "restored from the journal: 0.5000 USD" in text
+    assert "restored from the journal: 0.50 USD" in text

@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 
 import tether
 from crashkit import APP_DIR, crash_with_two_calls_in_flight, env_for, provider
-from tether.cli.cost_view import usd
 from tether.cli.main import app as cli_app
 from tether.contracts.messages import ChatRequest
+from tether.contracts.money import usd
 from tether.server import create_app
 from tether.server.events import JournalFollower
 from tether.testing import Reply, ToolCall

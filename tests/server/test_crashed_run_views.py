@@ -22,7 +22,7 @@ from server_kit import uvicorn_thread
 
 import tether
 from crashkit import APP_DIR, cli, crash_with_two_calls_in_flight, env_for, provider
-from tether.cli.cost_view import usd as cli_usd
+from tether.contracts.money import usd as cli_usd
 from tether.server import create_app
 
 

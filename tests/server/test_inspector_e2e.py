@@ -27,7 +27,7 @@ from browser_kit import CHROMIUM, CHROMIUM_ARGS, NARROW, TIMEOUT_MS, WIDE, watch
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from server_apps import make_engine, record_research
 
-from tether.cli.cost_view import usd
+from tether.contracts.money import usd
 from tether.server import create_app
 
 REPO = Path(__file__).resolve().parents[2]

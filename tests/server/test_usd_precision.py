@@ -15,8 +15,8 @@ from test_cost_views import make_forked
 from typer.testing import CliRunner
 
 import tether
-from tether.cli.cost_view import usd
 from tether.cli.main import app
+from tether.contracts.money import usd
 from tether.server import create_app
 
 APP = '''

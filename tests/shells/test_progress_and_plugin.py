@@ -11,6 +11,7 @@ from rich.console import Console
 
 import tether
 from tether.contracts.messages import ChatRequest
+from tether.contracts.money import usd
 from tether.testing import Reply, ToolCall
 
 
@@ -25,7 +26,7 @@ async def test_progress_prints_plain_lines_off_a_tty(tether_engine: tether.Engin
     outcome = await tether.progress(tether_engine.start(two, run_id="p"), console=Console(file=out))
     assert outcome.status == "ok" and outcome.value == ["a", "b"]
     text = out.getvalue()
-    assert "start  #1 first" in text and "end    #2 second: ok, 12 tokens, 0.000000 USD" in text
+    assert "start  #1 first" in text and "end    #2 second: ok, 12 tokens, 0.00 USD" in text
     assert "run p: ok" in text
 
 
@@ -59,10 +60,10 @@ async def test_plain_lines_show_spend_refusals_and_the_final_status(tmp_path: Pa
                                     console=Console(file=out))
     await engine.close()
     text = out.getvalue()
-    assert "run b: boss, ceilings 1.0000 USD" in text
+    assert "run b: boss, ceilings 1.00 USD" in text
     assert "refused spawn of #1 (agents): dig 2" in text
-    assert "end    #2 spawn: dig 0: ok, 120 tokens, 0.011000 USD" in text
-    assert f"run b: {outcome.status}, {outcome.cost.total_usd:.6f} USD spent of 1.0000" in text
+    assert "end    #2 spawn: dig 0: ok, 120 tokens, 0.011 USD" in text
+    assert f"run b: {outcome.status}, {usd(outcome.cost.total_usd)} USD spent of 1.00" in text
 
 
 async def test_an_exhausted_run_shows_its_real_spend_and_the_budget_refusal(tmp_path: Path) -> None:
@@ -78,7 +79,7 @@ async def test_an_exhausted_run_shows_its_real_spend_and_the_budget_refusal(tmp_
     await engine.close()
     assert outcome.status == "exhausted"
     frame = render_text(console, "x  pricey")
-    assert "exhausted: 0.011000 USD" in frame and "0.0110 of 0.0500 USD (22%)" in frame
+    assert "exhausted: 0.011 USD" in frame and "0.011 of 0.05 USD (22%)" in frame
     assert "✗ budget refused: agent 'dear'" in frame
 
 
@@ -90,8 +91,8 @@ async def test_a_replayed_run_shows_restored_spend_the_ceiling_and_all_children(
     await engine.close()
     assert replayed.replay.hits == 1 and replayed.cost.total_usd == first.cost.total_usd
     frame = render_text(console, "r  boss")
-    assert f"restored from the journal: {first.cost.total_usd:.4f} USD" in frame
-    assert f"{first.cost.total_usd:.4f} of 1.0000 USD" in frame
+    assert f"restored from the journal: {usd(first.cost.total_usd)} USD" in frame
+    assert f"{usd(first.cost.total_usd)} of 1.00 USD" in frame
     for agent in ("#1 boss", "#2 spawn: dig 0", "#3 spawn: dig 1"):
         assert agent in frame
     assert frame.count("(replayed)") == 3 and "✗ spawn refused (agents)" in frame

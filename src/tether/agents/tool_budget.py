@@ -18,6 +18,7 @@ from tether.agents.host import LoopHost
 from tether.agents.state import LoopState, ToolBudgetState
 from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ToolCallPart, ToolResultPart
+from tether.contracts.money import usd
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import ToolBudgetSummary
 from tether.tools.definition import Tool
@@ -409,9 +410,9 @@ def _money_check(remaining: float | None, min_headroom: float | None) -> tuple[b
         return False, "no USD left on the run's budget"
     if min_headroom is not None:
         if remaining + _EPS < min_headroom:
-            return False, f"remaining {remaining:.6f} USD is below min_headroom_usd {min_headroom:.6f}"
-        return True, f"remaining {remaining:.6f} USD meets min_headroom_usd {min_headroom:.6f}"
-    return True, f"remaining {remaining:.6f} USD"
+            return False, f"remaining {usd(remaining)} USD is below min_headroom_usd {usd(min_headroom)}"
+        return True, f"remaining {usd(remaining)} USD meets min_headroom_usd {usd(min_headroom)}"
+    return True, f"remaining {usd(remaining)} USD"
 
 
 def _fmt(value: float | None) -> str:

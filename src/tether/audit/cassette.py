@@ -25,6 +25,7 @@ from typing import Any
 from tether.audit.bundle import referenced_blobs
 from tether.contracts.entries import TWO_PHASE_KINDS, JournalEntry, RunMeta, entry_from_dict
 from tether.contracts.errors import ConfigError, TetherError
+from tether.contracts.money import usd
 from tether.contracts.protocols import JournalStore
 from tether.journal.chain import relinked
 from tether.journal.cost import fold_cost
@@ -254,5 +255,5 @@ def _check(doc: dict[str, Any], outcome: Any, calls: list[Call]) -> None:
         raise CassetteReplayError(f"run {run_id!r} replayed the value {outcome.value!r}, recorded "
                                   f"{recorded.get('value')!r}", run_id=run_id)
     if not math.isclose(outcome.cost.total_usd, float(recorded.get("total_usd") or 0.0), abs_tol=1e-12):
-        raise CassetteReplayError(f"run {run_id!r} replayed at {outcome.cost.total_usd:.6f} USD, recorded "
+        raise CassetteReplayError(f"run {run_id!r} replayed at {usd(outcome.cost.total_usd)} USD, recorded "
                                   f"{recorded.get('total_usd')}", run_id=run_id)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import JournalCorruptError, TetherError
+from tether.contracts.money import usd
 from tether.contracts.protocols import JournalStore
 from tether.journal.chain import JournalChainError, body_of, digest
 from tether.journal.cost import CostReport, fold_cost
@@ -63,7 +64,7 @@ class Verified:
     def summary(self) -> str:
         tail = f"; the first {self.unchained} unchained" if self.unchained else ""
         return (f"run {self.run_id!r} verifies: {len(self.entries)} entries, {self.agents} agents, "
-                f"{self.cost.total_usd:.6f} USD ({', '.join(self.checks)}); head seq {self.head.seq} "
+                f"{usd(self.cost.total_usd)} USD ({', '.join(self.checks)}); head seq {self.head.seq} "
                 f"link {self.head.link[:16]}{tail}")
 
 

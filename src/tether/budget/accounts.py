@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tether.contracts.money import usd
 from tether.contracts.signal import Signal
 from tether.contracts.stops import StopReason
 
@@ -104,12 +105,12 @@ class Account:
     def capped(self) -> list[Account]:
         return [a for a in self.chain() if a.ceiling is not None]
 
-    def debit(self, usd: float) -> None:
+    def debit(self, amount: float) -> None:
         """Record spend on the whole chain; an account reaching its ceiling fires its signal (layer 3)."""
         for acct in self.chain():
-            acct.spent += usd
+            acct.spent += amount
             if acct.at_ceiling():
-                acct.signal.abort(f"ceiling reached: {acct.name!r} at {acct.spent:.6f} of {acct.ceiling}",
+                acct.signal.abort(f"ceiling reached: {acct.name!r} at {usd(acct.spent)} of {usd(acct.ceiling)}",
                                   acct.stop_reason)
 
     def at_ceiling(self) -> bool:
@@ -146,8 +147,8 @@ class Account:
     def spent_phrase(self, run_id: str) -> str:
         """`spent 0.1650 USD` with its settled and orphaned parts when a crash cut calls off."""
         if self.orphaned <= EPSILON:
-            return f"spent {self.spent:.4f}"
-        return (f"spent {self.spent:.4f} ({self.spent - self.orphaned:.4f} settled + {self.orphaned:.4f} orphaned: "
+            return f"spent {usd(self.spent)}"
+        return (f"spent {usd(self.spent)} ({usd(self.spent - self.orphaned)} settled + {usd(self.orphaned)} orphaned: "
                 f"calls a crash cut off, at their worst case; `tether settle-orphans {run_id} --usd X` replaces "
                 f"that with the provider's figure)")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tether.budget.accounts import EPSILON, Account, Hold
 from tether.contracts.errors import AdmissionRejectedError, BudgetExhaustedError
+from tether.contracts.money import usd
 from tether.contracts.prices import Price
 from tether.contracts.stops import StopReason
 from tether.contracts.usage import Usage
@@ -47,7 +48,7 @@ def admit(
             remaining = max(0.0, acct.ceiling - committed)
             message = (
                 f"budget exhausted: run {run_id!r} account {acct.name!r} has {acct.spent_phrase(run_id)} and holds "
-                f"{acct.held - acct.exposed:.4f} of {acct.ceiling:.4f} USD; the reserve of {reserve:.4f} for {what} "
+                f"{usd(acct.held - acct.exposed)} of {usd(acct.ceiling)} USD; the reserve of {usd(reserve)} for {what} "
                 f"does not fit. {hint or raise_hint(run_id)}"
             )
             acct.stop(message, what=what, reserve_usd=reserve, remaining_usd=remaining)

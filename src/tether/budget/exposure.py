@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from tether.budget.accounts import EPSILON, Account
 from tether.contracts.errors import BudgetExhaustedError
+from tether.contracts.money import usd
 from tether.contracts.protocols import ExposureWait
 from tether.contracts.signal import Signal
 from tether.contracts.stops import StopReason
@@ -44,8 +45,8 @@ class ExposureGate:
     def admit(self, estimate: float) -> ExposureHold:
         if self.account.spent + self.live_usd() + estimate > self.cap + EPSILON:
             raise BudgetExhaustedError(
-                f"in-flight exposure cap: spent {self.account.spent:.4f} + in flight {self.live_usd():.4f} + "
-                f"this turn {estimate:.4f} USD would pass max_in_flight_exposure_usd={self.cap:.4f}",
+                f"in-flight exposure cap: spent {usd(self.account.spent)} + in flight {usd(self.live_usd())} + "
+                f"this turn {usd(estimate)} USD would pass max_in_flight_exposure_usd={usd(self.cap)}",
                 reason=StopReason.EXPOSURE_CAP, spent=self.account.spent, live=self.live_usd(), estimate=estimate,
                 cap=self.cap,
             )

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from tether.contracts.entries import Lease
 from tether.contracts.errors import BudgetExhaustedError, ConfigError
+from tether.contracts.money import usd
 from tether.contracts.stops import StopReason
 
 Window = Literal["day", "hour"]
@@ -51,7 +52,7 @@ class Budget:
 
     def describe(self) -> str:
         per = f" per {self.window} (UTC)" if self.window else ""
-        return f"{self.usd:.4f} USD{per} for scope {self.scope!r}"
+        return f"{usd(self.usd)} USD{per} for scope {self.scope!r}"
 
     def to_json(self) -> dict[str, Any]:
         return {"usd": float(self.usd), "window": self.window, "scope": self.scope}
@@ -174,13 +175,13 @@ class TenantGate:
         window = f" in its {budget.window} window from {window_iso(answer.window_start)}" if budget and \
             budget.window else ""
         left = max(0.0, answer.limit_usd - answer.charged_usd)
-        why = (f"other runs' calls in flight hold {answer.held_usd:.4f} and none settled within {waited:.0f} s"
+        why = (f"other runs' calls in flight hold {usd(answer.held_usd)} and none settled within {waited:.0f} s"
                if answer.outcome == "wait" else "it cannot fit until the window rolls over" if window else
                "it never will: the scope has no window")
         message = (
-            f"budget exhausted: scope {answer.scope!r} has charged {answer.charged_usd:.4f} of "
-            f"{answer.limit_usd:.4f} USD{window} across its runs; {what} of run {self.run_id!r} needs up to "
-            f"{worst:.4f} (its worst case) and {left:.4f} is left, so it was refused ({why}). Raise the scope's "
+            f"budget exhausted: scope {answer.scope!r} has charged {usd(answer.charged_usd)} of "
+            f"{usd(answer.limit_usd)} USD{window} across its runs; {what} of run {self.run_id!r} needs up to "
+            f"{usd(worst)} (its worst case) and {usd(left)} is left, so it was refused ({why}). Raise the scope's "
             f"Budget(usd=...) for new runs, wait for the next window, or lower max_output_tokens= for cheaper calls."
         )
         data = {"scope": answer.scope, "charged": answer.charged_usd, "held": answer.held_usd,

@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from tether.cli.cost_view import usd
 from tether.cli.outcome import error_view, jsonable, store_flag
 from tether.cli.shell import STATUS_EXIT, JsonOpt, StoreOpt, console, emit_json, engine_on, esc, run_async, store_url
+from tether.contracts.money import usd
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,6 @@ import typer
 from rich.console import Console
 
 from tether.cli.app import resolve
-from tether.cli.cost_view import usd
 from tether.cli.outcome import print_outcome
 from tether.cli.shell import (
     JsonOpt,
@@ -23,6 +22,7 @@ from tether.cli.shell import (
     run_async,
 )
 from tether.contracts.errors import TetherError
+from tether.contracts.money import usd
 from tether.engine.engine import Engine
 from tether.engine.fork_preview import ForkPreview
 from tether.engine.outcome import RunOutcome

@@ -9,12 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from tether.cli import cost_view
-from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase, usd
+from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase
 from tether.cli.resolutions import check_value, find_open
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
 from tether.cli.tables import Column, WideOpt, fit, print_fitted
+from tether.contracts import money
 from tether.contracts.entries import JournalEntry, RunMeta
+from tether.contracts.money import usd
 from tether.engine.engine import Engine
 from tether.journal.cost import CostReport, cost_report, dispatch_value, fold_spend
 from tether.journal.lineage import lineage_of
@@ -242,7 +243,7 @@ def settle_orphans(
     assert settled is not None
     console().print(
         f"settled {settled.calls} cut call{'s' if settled.calls != 1 else ''} of {esc(run_id)} at "
-        f"{cost_view.usd(settled.usd)} USD (was {cost_view.usd(settled.old_usd)});"
+        f"{money.usd(settled.usd)} USD (was {money.usd(settled.old_usd)});"
         f" total now {total_phrase(report)}. `tether resume {esc(run_id)}` goes on "
         f"under the new figure."
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from rich.tree import Tree
 
-from tether.cli.cost_view import usd
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, read_store
+from tether.contracts.money import usd
 from tether.journal.tree import AgentNode, TreeReport
 
 

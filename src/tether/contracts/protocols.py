@@ -203,7 +203,9 @@ ExposureWait = Literal["released", "drained", "aborted", "timeout"]
 class BudgetHooks(Protocol):
     """The only budget surface the agent loop sees (seed 001). `None` answers mean unbounded."""
 
-    signal: Signal | None
+    @property
+    def signal(self) -> Signal | None:
+        """Layer 3: fires when a ceiling is reached (a stream in flight is cut)."""
 
     def before_turn(self) -> None:
         """Layer 2: raise `BudgetExhaustedError` to block the next dispatch."""

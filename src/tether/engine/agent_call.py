@@ -15,12 +15,14 @@ from tether.agents.host import AgentSpec, OutputSpec
 from tether.agents.loop import end_event, run_agent
 from tether.budget.accounts import Hold
 from tether.budget.admission import admit, check_spawn_cap, raise_hint, reserve_usd
-from tether.budget.hooks import AccountHooks, unpriced_refusal
+from tether.budget.hooks import AccountHooks
+from tether.budget.pricebook import unpriced_refusal
 from tether.budget.tenant import Budget, BudgetLedger, TenantGate
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError, TetherError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
 from tether.contracts.messages import Message
+from tether.contracts.money import usd
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.stops import StopReason
 from tether.engine.agent_result import restore_result
@@ -488,7 +490,7 @@ class AgentCall:
         if acct is None or acct.ceiling is None or reason is None or not reason.is_ceiling:
             return ""
         run_id = self.seg.run_id
-        return f". The run has {acct.spent_phrase(run_id)} of its {acct.ceiling:.4f} USD ceiling. {raise_hint(run_id)}"
+        return f". The run has {acct.spent_phrase(run_id)} of its {usd(acct.ceiling)} USD ceiling. {raise_hint(run_id)}"
 
     async def orchestrate(
         self, goal: str, *, output: Any = None, max_spawns: int | None = None,

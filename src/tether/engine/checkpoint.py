@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from tether.agents.state import LoopState
-from tether.budget.hooks import Tally
+from tether.budget.tally import Tally
 from tether.contracts.messages import Message
 from tether.contracts.protocols import JournalStore
 from tether.contracts.usage import Usage

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 from ulid import ULID
 
 from tether.budget.admission import LIFETIME_SPAWNS
-from tether.budget.hooks import DISPATCH_WAIT_S
+from tether.budget.gate import DISPATCH_WAIT_S
 from tether.budget.tenant import require_ledger
+from tether.contracts import money
 from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import ConfigError, JournalSealedError, LeaseHeldError, RunNotFoundError
 from tether.contracts.events import AgentEvent, ToolEffectRecord
@@ -527,7 +528,7 @@ class Engine:
             before = fold_cost(entries)
             if before.orphaned_calls == 0:
                 raise ConfigError(
-                    f"run {run_id!r} has no calls a crash cut off (orphaned_usd is {before.orphaned_usd:.6f}); "
+                    f"run {run_id!r} has no calls a crash cut off (orphaned_usd is {money.usd(before.orphaned_usd)}); "
                     f"there is nothing to settle. `tether cost {run_id}` shows its figures.",
                     run_id=run_id,
                 )

@@ -83,13 +83,12 @@ class EngineLoopHost:
             drawn, lost, cut = lost_since(self.seg.index.entries, spend, through)
             if drawn:
                 self._journal_restart(through)
-            for model, usd in drawn.items():  # turns drawn after the checkpoint: paid, and journaled as such
-                self.hooks.costs[model] = self.hooks.costs.get(model, 0.0) + usd
             for model, usd in (tally.orphaned if tally is not None else {}).items():  # cut off by earlier crashes
                 lost[model] = lost.get(model, 0.0) + usd
-            self.hooks.orphaned = lost
-            self.hooks.cut = [*(tally.cut if tally is not None else []), *cut]
-            self.hooks.provider_calls += sum(1 for d in spend.dispatches if d.call > through)  # made, not checkpointed
+            # turns drawn after the checkpoint (paid, and journaled as such), the dispatches no draw settled, and
+            # the calls made past the checkpoint
+            self.hooks.spend.carry_lost(drawn, lost, [*(tally.cut if tally is not None else []), *cut],
+                                        sum(1 for d in spend.dispatches if d.call > through))
         return state
 
     def _journal_restart(self, through: int) -> None:
@@ -128,7 +127,7 @@ class EngineLoopHost:
         """A failed attempt's draw (even of nothing) is journaled at once, so the worst case its dispatch held is
         released before the retry is sized; one that never left is taken off the call count."""
         if not reached:
-            self.hooks.uncount_call()
+            self.hooks.spend.call_unsent()
         await self.flush_draw(turn, settle=True)
 
     async def flush_draw(self, step: int, *, settle: bool = False) -> None:

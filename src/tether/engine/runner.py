@@ -19,6 +19,7 @@ from tether.contracts.errors import (
     TetherError,
 )
 from tether.contracts.events import RunEnd, RunStart
+from tether.contracts.money import usd
 from tether.contracts.protocols import JournalStore, LeasableStore
 from tether.contracts.signal import Signal
 from tether.engine.agent_call import AgentCall
@@ -248,7 +249,7 @@ def relaxations(
         if raise_to <= ceiling:
             raise ConfigError(
                 f"raise_budget_usd={raise_to} does not raise the ceiling of run {run_id!r}, which is "
-                f"{ceiling:.4f} USD; a ceiling is never lowered. Pass a larger value.",
+                f"{usd(ceiling)} USD; a ceiling is never lowered. Pass a larger value.",
                 run_id=run_id, ceiling=ceiling, asked=raise_to,
             )
         out.append(operator_decision(clock(), BUDGET_RAISED, old_usd=ceiling, new_usd=raise_to,
@@ -299,7 +300,7 @@ def ceiling_refusal(seg: Segment) -> dict[str, Any] | None:
                     "data": {"kind": "budget", **to_jsonable(acct.stop_data, what="the refusal")}}
     if seg.root.reached():
         return {"type": "BudgetExhaustedError", "code": "budget-exhausted",
-                "message": f"the {seg.root.ceiling:.4f} USD ceiling was reached",
+                "message": f"the {usd(seg.root.ceiling)} USD ceiling was reached",
                 "data": {"kind": "budget", "account": seg.root.name, "remaining_usd": 0.0}}
     return None
 

@@ -26,6 +26,7 @@ from tether.contracts.events import (
     RunWarning,
     SpawnRefused,
 )
+from tether.contracts.money import usd
 from tether.engine.handle import RunHandle
 from tether.engine.outcome import RunOutcome
 from tether.observability.view import AgentRow, RunView
@@ -43,7 +44,7 @@ def _bar(spent: float, ceiling: float) -> Text:
 
 
 def _amount(unit: str, value: float) -> str:
-    return f"{value:.4f}" if unit == "USD" else f"{int(value):,}"
+    return usd(value) if unit == "USD" else f"{int(value):,}"
 
 
 def _header(view: RunView, now: float) -> RenderableType:
@@ -59,15 +60,15 @@ def _header(view: RunView, now: float) -> RenderableType:
         figures = f" {_amount(unit, spent)} of {_amount(unit, ceiling)} {unit} ({pct:.0f}%)"
         lines.append(Text.assemble(f"{unit:<7}", _bar(spent, ceiling), figures))
     if view.ceiling_usd is None:
-        lines.append(Text(f"USD    spent {view.spent_usd:.4f} (no ceiling)"))
+        lines.append(Text(f"USD    spent {usd(view.spent_usd)} (no ceiling)"))
     if view.resumed:
-        lines.append(Text(f"restored from the journal: {view.restored_usd:.4f} USD", style="cyan"))
+        lines.append(Text(f"restored from the journal: {usd(view.restored_usd)} USD", style="cyan"))
     forecast = view.forecast(now)
     if forecast is not None:
         lines.append(Text(f"forecast {forecast.text()}", style="red" if forecast.reached else "bold"))
     if view.status != "running":
         cost = view.cost_usd if view.cost_usd is not None else view.spent_usd
-        lines.append(Text(f"{view.status}: {cost:.6f} USD", style=STATUS_STYLE.get(view.status, "red bold")))
+        lines.append(Text(f"{view.status}: {usd(cost)} USD", style=STATUS_STYLE.get(view.status, "red bold")))
     return Group(*lines)
 
 
@@ -77,7 +78,7 @@ def _agent_line(a: AgentRow, now: float) -> Text:
     label = a.label if len(a.label) <= LABEL_WIDTH else a.label[: LABEL_WIDTH - 1] + "…"
     return Text.assemble(
         (f"#{a.agent_id} {label}", "bold"), "  ", (status, STATUS_STYLE.get(a.status, "red")),
-        f"  {elapsed:5.1f}s  {a.tokens:,} tok  {a.usd:.6f} USD", (" (replayed)" if a.replayed else "", "cyan"),
+        f"  {elapsed:5.1f}s  {a.tokens:,} tok  {usd(a.usd)} USD", (" (replayed)" if a.replayed else "", "cyan"),
     )
 
 
@@ -103,14 +104,14 @@ def line(view: RunView, event: Event) -> str | None:
     if isinstance(event, RunStart):
         limits = [f"{_amount(u, c)} {u}" for u, _, c in view.ceilings()]
         text = f"run {event.run_id}: {event.workflow}" + (f", ceilings {', '.join(limits)}" if limits else "")
-        return text + (f", resumed with {event.spent_usd:.4f} USD restored" if event.resumed else "")
+        return text + (f", resumed with {usd(event.spent_usd)} USD restored" if event.resumed else "")
     if isinstance(event, AgentStart) and event.agent_id is not None:
         replayed = " (replayed)" if event.replayed else ""
         return f"start  #{event.agent_id} {view.agents[event.agent_id].label}{replayed}"
     if isinstance(event, AgentEnd) and event.agent_id is not None and event.agent_id in view.agents:
         a = view.agents[event.agent_id]
         note = f" ({a.note})" if a.note else ""
-        return f"end    #{a.agent_id} {a.label}: {a.status}{note}, {a.tokens} tokens, {a.usd:.6f} USD"
+        return f"end    #{a.agent_id} {a.label}: {a.status}{note}, {a.tokens} tokens, {usd(a.usd)} USD"
     if isinstance(event, SpawnRefused):
         return f"refused spawn of #{event.agent_id} ({event.detail}): {event.goal[:80]}"
     if isinstance(event, BudgetRefused):
@@ -118,8 +119,8 @@ def line(view: RunView, event: Event) -> str | None:
     if isinstance(event, RunWarning):
         return f"warning: {event.message}"
     if isinstance(event, RunEnd):
-        against = f" of {view.ceiling_usd:.4f}" if view.ceiling_usd is not None else ""
-        return f"run {event.run_id}: {event.status}, {event.cost_usd:.6f} USD spent{against}"
+        against = f" of {usd(view.ceiling_usd)}" if view.ceiling_usd is not None else ""
+        return f"run {event.run_id}: {event.status}, {usd(event.cost_usd)} USD spent{against}"
     return None
 
 

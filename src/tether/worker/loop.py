@@ -26,6 +26,7 @@ from tether.contracts.errors import (
     StoreUnavailableError,
     TetherError,
 )
+from tether.contracts.money import usd
 from tether.contracts.protocols import QueueStore, Wakeups
 from tether.contracts.queue import (
     DEFAULT_MAX_ATTEMPTS,
@@ -237,7 +238,7 @@ class Worker:
             self.stats.settled += state == "done"
             self._log(
                 f"run {claim.run_id}: {outcome.status} in {loop.time() - began:.2f} s, "
-                f"{outcome.cost.total_usd:.6f} USD, replayed {outcome.replay.hits}"
+                f"{usd(outcome.cost.total_usd)} USD, replayed {outcome.replay.hits}"
             )
         except RunHandedBackError:
             state = "queued"

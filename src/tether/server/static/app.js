@@ -39,7 +39,7 @@
     for (const kid of kids.flat()) if (kid !== null && kid !== undefined) el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
     return el;
   }
-  // A USD amount to its precision, the CLI's rule (tether.cli.cost_view.usd): six significant digits, at least
+  // A USD amount to its precision, the CLI's rule (tether.contracts.money.usd): six significant digits, at least
   // two decimals, no trailing zeros past them ($0.20, $0.001, $0.005, $0.03612).
   function usd(v) {
     if (v === null || v === undefined) return "—";
