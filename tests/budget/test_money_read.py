@@ -96,17 +96,20 @@ async def test_an_exhausted_run_whose_parallel_branch_was_refused_says_which_ref
         return out
 
     out = await settled("r")
-    assert isinstance(out.error, dict) and out.error["code"] == "budget-exhausted"
-    data = out.error["data"]
+    assert isinstance(out.error, tether.BudgetExhaustedError)  # typed, though the body caught it (issue 40, item 6)
+    data = out.error.data
     assert data["kind"] == "budget" and data["account"] == "run" and data["what"] == "agent 't2'"
     assert data["reserve_usd"] == 0.02 and data["remaining_usd"] == pytest.approx(0.01)
-    assert "the reserve of 0.02 for agent 't2' does not fit" in out.error["message"]
+    assert data["reason"] is tether.StopReason.USD_CEILING
+    assert "the reserve of 0.02 for agent 't2' does not fit" in str(out.error)
     resumed = await engine.resume("r", fan)  # read back on resume, never decided again: the same refusal
-    assert resumed.status == "exhausted" and resumed.error == out.error
-    # the API and the inspector's Outcome read the settle entry
+    assert resumed.status == "exhausted" and isinstance(resumed.error, tether.BudgetExhaustedError)
+    assert str(resumed.error) == str(out.error) and resumed.error.data == data
+    # the API and the inspector's Outcome read the settle entry: the refusal's JSON form
     client = TestClient(create_app(engine, mode="store"), base_url="http://localhost")
     detail = client.get("/api/runs/r").json()
-    assert detail["outcome"]["error"] == out.error
+    assert detail["outcome"]["error"] == {"type": "BudgetExhaustedError", "code": "budget-exhausted",
+                                          "message": str(out.error), "data": {**data, "reason": "usd-ceiling"}}
     await engine.close()
 
 

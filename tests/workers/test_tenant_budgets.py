@@ -100,8 +100,10 @@ async def test_a_tenant_budget_holds_across_four_workers_and_fifty_runs(
     assert billed >= 1.00 - 3 * 0.0301  # the budget was used, not refused early
     assert len(ok) + len(exhausted) + len(waiting) == 50 and len(ok) >= 20
     for run_id, outcome in exhausted.items():  # every refused run says why
-        message = str((outcome.error or {}).get("message"))
-        assert "scope 'tenant:acme'" in message and "1.0000 USD" in message, (run_id, message)
+        assert isinstance(outcome.error, tether.BudgetExhaustedError), (run_id, outcome.error)
+        message = str(outcome.error)
+        assert "scope 'tenant:acme'" in message and "1.00 USD" in message, (run_id, message)
+        assert outcome.error.data["reason"] is tether.StopReason.TENANT_BUDGET, (run_id, outcome.error.data)
     for run_id, reason in waiting.items():
         assert reason.startswith("budget: scope tenant:acme") and "limit 1.0000 USD per day" in reason, reason
         assert (await store.queue_entry(run_id)).waiting == reason  # type: ignore[union-attr]

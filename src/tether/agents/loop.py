@@ -30,6 +30,7 @@ from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResul
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, AgentStatus, Stage
 from tether.contracts.signal import Signal
+from tether.contracts.stops import StopReason
 from tether.journal.canonical import canonical_json, content_key, to_jsonable
 from tether.tools.definition import Issue
 
@@ -70,6 +71,14 @@ async def run_agent(
         host.emit(AgentFailed(status=result.status, error=result.error))
     host.emit(end_event(result, reason=loop.stop_reason, provider_calls=state.provider_calls))
     return result
+
+
+def cut_error(hooks: BudgetHooks, message: str, stage: Stage) -> AgentError:
+    """The `budget` error of a reply the budget's clamp cut short, naming the ceiling that set the limit (typed,
+    so a resume that replays the cut stops on the same ceiling: the tree's tokens are not at theirs)."""
+    limited_by = hooks.limited_by()
+    reason = StopReason.TOKEN_CEILING if limited_by == "tokens" else StopReason.USD_CEILING
+    return AgentError(kind="budget", message=message, reason=reason, limited_by=limited_by, stage=stage)
 
 
 def end_event(result: AgentResult, *, reason: str | None = None, provider_calls: int = 0) -> AgentEnd:
@@ -206,13 +215,11 @@ class _AgentLoop:
             return await self._schema_retry([_cut_issue(turn.output_limit)], turn.tier, [], [])
         error = None
         if turn.budget_clamped:
-            error = AgentError(
-                kind="budget",
-                message=(
-                    f"the reply was cut at {turn.output_limit} output tokens, the most the remaining "
-                    "budget allows (the paid partial output is on the error's data)"
-                ),
-                stage=stage,
+            error = cut_error(
+                self.hooks,
+                f"the reply was cut at {turn.output_limit} output tokens, the most the remaining "
+                "budget allows (the paid partial output is on the error's data)",
+                stage,
             )
         return self._finish("limit", output=message.text_content or None, error=error, reason="max-tokens")
 
@@ -328,7 +335,7 @@ class _AgentLoop:
         error = None
         if turn.finish_reason == "max_tokens" and turn.budget_clamped:
             message = f"the summary was cut at {turn.output_limit} output tokens, the most the remaining budget allows"
-            error = AgentError(kind="budget", message=message, stage=stage)
+            error = cut_error(self.hooks, message, stage)
         text = turn.message.text_content  # fail closed: tool calls the model made anyway are dropped
         if text:
             state.messages.append(Message(role="assistant", parts=(TextPart(text=text),)))

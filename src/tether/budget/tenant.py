@@ -186,7 +186,7 @@ class TenantGate:
         )
         data = {"scope": answer.scope, "charged": answer.charged_usd, "held": answer.held_usd,
                 "limit": answer.limit_usd, "reserve": worst, "remaining": left, "what": what}
-        self.on_refused(message, data)
+        self.on_refused(message, {**data, "reason": StopReason.TENANT_BUDGET})  # the run settles on this reason
         return BudgetExhaustedError(message, run_id=self.run_id, account=answer.scope,
                                     reason=StopReason.TENANT_BUDGET, **data)
 

@@ -233,7 +233,8 @@ class AgentCall:
                          what=what, reserve_usd=data.get("reserve"), remaining_usd=data.get("remaining"))
             self._refusal_event(frame, what, str(value.get("message")), value.get("account"), reserve,
                                 replayed=True)
-            raise BudgetExhaustedError(str(value.get("message")), **dict(value.get("data") or {}))
+            data["reason"] = stop_reason("budget", data.get("reason"), value.get("message"))  # typed, as when decided
+            raise BudgetExhaustedError(str(value.get("message")), **data)
         try:
             return admit(frame.account, reserve, what=what, run_id=seg.run_id, free=free)
         except BudgetExhaustedError as exc:
@@ -270,7 +271,10 @@ class AgentCall:
         who = {"agent_id": running.agent_id, "label": running.label, "stage": error.stage, "reason": reason}
         tokens = self.seg.tree.tokens
         binding = hooks.binding if hooks is not None else None
-        if reason is StopReason.TOKEN_CEILING or binding is tokens or (binding is None and tokens.at_ceiling()):
+        # replayed (`hooks` None), an output floor the tree's tokens left unaffordable names them in `limited_by`:
+        # the tokens are not at their ceiling, and without it the stop is lost and the run settles again as `ok`
+        if (reason is StopReason.TOKEN_CEILING or binding is tokens or error.limited_by == "tokens"
+                or (binding is None and tokens.at_ceiling())):
             tokens.stop(error.message, **who, remaining_tokens=self.seg.tree.remaining_tokens())
             return
         account = binding or frame.account.binding()
@@ -460,6 +464,8 @@ class AgentCall:
                 f"budget: agent {running.label or running.agent_id} stopped ({err.reason or result.status}, "
                 f"stage {err.stage or 'loop'}): {err.message}{self._what_to_do(frame, err)}",
                 error=err,
+                reason=err.reason,  # typed, as every refusal carries it (a caught one, a settled run's)
+                stage=err.stage,
                 agent_id=running.agent_id,
                 output=result.output,
                 usage=result.usage,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from tether.agents.dispatch import Dispatcher, budget_error, fired_cause
 from tether.agents.host import AgentSpec, OutputSpec
-from tether.agents.loop import end_event
+from tether.agents.loop import cut_error, end_event
 from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
 from tether.contracts.errors import BudgetExhaustedError, TetherError
 from tether.contracts.events import AgentFailed, AgentStart, ToolEnd, ToolStart
@@ -151,7 +151,7 @@ class ForeignSession:
         if turn.finish_reason == "max_tokens" and turn.budget_clamped:
             message = (f"the reply was cut at {turn.output_limit} output tokens, the most the remaining budget "
                        "allows")
-            raise TurnStopped("limit", AgentError(kind="budget", message=message, stage="loop"), "max-tokens")
+            raise TurnStopped("limit", cut_error(self.hooks, message, "loop"), "max-tokens")
         usage = state.usage.minus(before)
         priced = state.served_by is not None and self.hooks.price_of(state.served_by) is not None
         cost = round(self.hooks.cost_usd - paid_before, 10) if priced else None

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
 
 from tether.contracts.entries import RunStatus
+from tether.contracts.errors import BudgetExhaustedError
+from tether.contracts.stops import StopReason
 from tether.contracts.usage import Usage
 from tether.journal.cost import CostReport
 
@@ -20,6 +23,27 @@ def error_dict(error: BaseException | dict[str, Any] | None) -> dict[str, Any] |
     if isinstance(code, str):
         out["code"] = code
     return out
+
+
+def settled_error(error: BaseException | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The error as the settle decision keeps it: a refusal keeps its figures and typed reason (`data`), so
+    a reader of the settle (`engine.wait`) gets the same `BudgetExhaustedError` the run reported."""
+    out = error_dict(error)
+    if isinstance(error, BudgetExhaustedError) and out is not None:
+        out["data"] = to_jsonable_python(error.data, fallback=str)
+    return out
+
+
+def outcome_error(settled: Any) -> Any:
+    """A settle's journaled error as the outcome reports it: a refusal typed again (read by its stable `code`),
+    anything else as the journal keeps it."""
+    if not isinstance(settled, dict) or settled.get("code") != BudgetExhaustedError.code:
+        return settled
+    data = dict(settled.get("data") or {})
+    reason = StopReason.parse(data.get("reason"))
+    if reason is not None:
+        data["reason"] = reason
+    return BudgetExhaustedError(str(settled.get("message") or "budget exhausted"), **data)
 
 
 class ReplayStats(BaseModel):

@@ -19,7 +19,7 @@ from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.contracts.protocols import JournalStore, QueueStore
 from tether.contracts.queue import QueuedRun, settled_topic
 from tether.engine.options import RunOptions, durable_options, genesis_entry, genesis_of, segment_options
-from tether.engine.outcome import DroppedBranch, RunOutcome
+from tether.engine.outcome import DroppedBranch, RunOutcome, outcome_error
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import to_jsonable
 from tether.journal.chain import chained
@@ -127,7 +127,7 @@ def outcome_of(run_id: str, meta: RunMeta | None, entries: list[JournalEntry]) -
         run_id=run_id,
         status=cast(RunStatus, status),  # a settled status, checked above
         value=settled.get("value"),
-        error=settled.get("error"),
+        error=outcome_error(settled.get("error")),
         cost=cost,
         usage=cost.usage,
         pending=list(settled.get("pending") or []),

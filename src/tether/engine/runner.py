@@ -22,6 +22,7 @@ from tether.contracts.events import RunEnd, RunStart
 from tether.contracts.money import usd
 from tether.contracts.protocols import JournalStore, LeasableStore
 from tether.contracts.signal import Signal
+from tether.contracts.stops import StopReason
 from tether.engine.agent_call import AgentCall
 from tether.engine.ctx import Ctx
 from tether.engine.events import EventStream
@@ -29,7 +30,7 @@ from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.journal_writer import JournalWriter
 from tether.engine.lease import LeaseKeeper
 from tether.engine.options import SegmentOptions, durable_options, genesis_entry, genesis_of
-from tether.engine.outcome import RunOutcome, error_dict
+from tether.engine.outcome import RunOutcome, error_dict, settled_error
 from tether.engine.replay import Abandoned, Replay
 from tether.engine.segment import Segment
 from tether.engine.services import RunServices
@@ -292,16 +293,17 @@ def money_reset_seq(decisions: Iterable[JournalEntry], lineage: Lineage | None =
     return max(seqs, default=lineage.reused_through + 1 if lineage is not None else 0)
 
 
-def ceiling_refusal(seg: Segment) -> dict[str, Any] | None:
-    """The refusal that made a run `exhausted` (its agent, the reserve that did not fit, what was left)."""
-    for acct in (seg.root, seg.tree.tokens):
+def ceiling_refusal(seg: Segment) -> BudgetExhaustedError | None:
+    """The refusal that made a run `exhausted` (its agent, the reserve that did not fit, what was left), typed
+    as an escaping refusal is: a body that caught it, and a resume that replays the stop, report the same."""
+    for acct, ceiling in ((seg.root, StopReason.USD_CEILING), (seg.tree.tokens, StopReason.TOKEN_CEILING)):
         if acct.stopped is not None:
-            return {"type": "BudgetExhaustedError", "code": "budget-exhausted", "message": acct.stopped,
-                    "data": {"kind": "budget", **to_jsonable(acct.stop_data, what="the refusal")}}
+            data = {"kind": "budget", **acct.stop_data}
+            data["reason"] = StopReason.parse(data.get("reason")) or ceiling  # a stop recorded without one
+            return BudgetExhaustedError(acct.stopped, **data)
     if seg.root.reached():
-        return {"type": "BudgetExhaustedError", "code": "budget-exhausted",
-                "message": f"the {usd(seg.root.ceiling)} USD ceiling was reached",
-                "data": {"kind": "budget", "account": seg.root.name, "remaining_usd": 0.0}}
+        return BudgetExhaustedError(f"the {usd(seg.root.ceiling)} USD ceiling was reached", kind="budget",
+                                    account=seg.root.name, remaining_usd=0.0, reason=StopReason.USD_CEILING)
     return None
 
 
@@ -386,7 +388,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
                         "decision": "settle",
                         "status": status,
                         "value": stored_value,
-                        "error": error_dict(error),
+                        "error": settled_error(error),
                         "pending": pending,
                         "dropped": _dropped_json(seg),
                         **settle_members(seg.index),
