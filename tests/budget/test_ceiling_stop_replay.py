@@ -73,7 +73,7 @@ async def test_a_ceiling_stop_replays_on_resume_before_and_after_the_settle(engi
     assert resumed.cost.total_usd == out.cost.total_usd
 
 
-async def test_a_raised_ceiling_runs_the_stopped_agent_again(engine_for: Any) -> None:
+async def test_a_raised_ceiling_continues_the_stopped_agent_from_its_checkpoint(engine_for: Any) -> None:
     calls: list[int] = []
 
     def finishing(request: ChatRequest) -> Reply:
@@ -86,8 +86,45 @@ async def test_a_raised_ceiling_runs_the_stopped_agent_again(engine_for: Any) ->
     model = tether.models.fake("fake", script=finishing, prices={"m": PRICE}, output_floor=40)
     engine = engine_for(model)
     out = await engine.run(stopped, run_id="r", budget_usd=CEILING)
-    assert out.status == "exhausted" and len(calls) == 2
+    assert out.status == "exhausted" and calls == [0, 1]
+    assert out.cost.provider_calls == 2 and abs(out.cost.total_usd - 0.004) < 1e-9
     raised = await engine.resume("r", stopped, raise_budget_usd=1.0, raise_reason="test")
     assert raised.status == "ok" and raised.value == "done" and raised.replay.reruns == 1
-    # the stop was decided again under the new ceiling; the agent starts over from its prompt (docs/budgets.md)
-    assert calls == [0, 1, 0, 1, 2, 3]
+    # the stop was decided again under the new ceiling; the agent went on from its last checkpoint: the provider
+    # saw no turn twice, and the cost report counts each paid turn once (2 before the stop, 2 after)
+    assert calls == [0, 1, 2, 3]
+    assert raised.cost.provider_calls == 4 and abs(raised.cost.total_usd - 0.008) < 1e-9
+    assert raised.cost.usage.input_tokens == 400 and raised.cost.usage.output_tokens == 200
+    assert raised.cost.lost == [] and raised.cost.orphaned_usd == 0
+    entries = await engine.inspect("r")
+    runs = [e for e in entries if e.kind == "agent" and e.ref is None]
+    assert len(runs) == 2 and runs[1].value["continues"] == runs[0].seq
+
+    # a later resume replays the continuation (the stopped invocation is its history): nothing is sent again
+    again = await engine.resume("r", stopped)
+    assert again.status == "ok" and again.value == "done" and calls == [0, 1, 2, 3]
+    assert again.replay.hits == 1 and again.replay.reruns == 0
+    assert await engine.inspect("r") == entries
+    assert again.cost.total_usd == raised.cost.total_usd and again.cost.provider_calls == 4
+
+
+async def test_a_raise_too_small_stops_the_continuation_and_the_next_raise_continues_it(engine_for: Any) -> None:
+    calls: list[int] = []
+
+    def finishing(request: ChatRequest) -> Reply:
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        calls.append(turn)
+        if turn >= 5:
+            return Reply(text="done", input_tokens=100, output_tokens=50)
+        return script(request)
+
+    model = tether.models.fake("fake", script=finishing, prices={"m": PRICE}, output_floor=40)
+    engine = engine_for(model)
+    assert (await engine.run(stopped, run_id="r", budget_usd=CEILING)).status == "exhausted"
+    short = await engine.resume("r", stopped, raise_budget_usd=0.009, raise_reason="a little")
+    assert short.status == "exhausted" and calls[:3] == [0, 1, 2] and calls == list(range(len(calls)))
+    done = await engine.resume("r", stopped, raise_budget_usd=1.0, raise_reason="enough")
+    assert done.status == "ok" and calls == [0, 1, 2, 3, 4, 5]
+    assert done.cost.provider_calls == 6 and abs(done.cost.total_usd - 0.012) < 1e-9
+    again = await engine.resume("r", stopped)
+    assert again.status == "ok" and calls == [0, 1, 2, 3, 4, 5] and again.replay.reruns == 0

@@ -85,7 +85,7 @@ def test_an_unknown_run_is_a_404_json_error_on_every_run_route(serve: Serve) -> 
         if "{run_id}" not in op.path:
             continue
         path = op.path.replace("{run_id}", "no-such-run").replace("{agent_id}", "1")
-        body = {"key": "k", "value": 1} if op.name == "resolve" else {}
+        body = {"key": "k", "value": 1} if op.name == "resolve" else {"usd": 1.0} if op.name == "raise_budget" else {}
         r = client.request(op.method, path, json=body if op.method == "POST" else None)
         assert r.status_code == 404, op.name
         assert r.json()["error"] == {"code": "run-not-found", "message": r.json()["error"]["message"],

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError, InvalidResolutionError
+from tether.engine.budget_suspension import budget_need, raise_of
 from tether.engine.suspensions import suspension_key
 from tether.journal.matching import JournalIndex
 
@@ -38,7 +39,7 @@ class OpenSuspension:
     """A suspension waiting for a value: its key, its kind, and the values it accepts (None: any)."""
 
     key: str
-    kind: Literal["external", "approval"]
+    kind: Literal["external", "approval", "budget"]
     entry: JournalEntry
     accepts: tuple[Any, ...] | None
 
@@ -62,8 +63,16 @@ def open_suspensions(entries: Sequence[JournalEntry]) -> list[OpenSuspension]:
     for e in JournalIndex.build(entries).open_suspensions():
         key = suspension_key(e)
         if key is not None and e.seq is not None:
-            out.append(OpenSuspension(key, "approval" if e.kind == "approval" else "external", e, accepted_values(e)))
+            out.append(OpenSuspension(key, suspension_kind(e), e, accepted_values(e)))
     return out
+
+
+def suspension_kind(entry: JournalEntry) -> Literal["external", "approval", "budget"]:
+    """`approval` (a tool call waiting for allow/deny), `budget` (a run its USD ceiling parked, resolved by a
+    raise) or `external` (an `await_external`)."""
+    if entry.kind == "approval":
+        return "approval"
+    return "budget" if budget_need(entry) is not None else "external"
 
 
 def was_closed(entries: Sequence[JournalEntry], key: str) -> bool:
@@ -93,7 +102,12 @@ def find_open(entries: Sequence[JournalEntry], run_id: str, key: str) -> OpenSus
 
 
 def check_value(suspension: OpenSuspension, value: Any, run_id: str) -> None:
-    """Refuse a value an approval does not accept (`InvalidResolutionError`: nothing is journaled)."""
+    """Refuse a value an approval does not accept, or a budget suspension's value that raises nothing
+    (`InvalidResolutionError`: nothing is journaled)."""
+    need = budget_need(suspension.entry) if suspension.kind == "budget" else None
+    if need is not None:
+        raise_of(value, need, run_id)
+        return
     if suspension.kind != "approval" or (isinstance(value, str) and value in APPROVAL_VALUES):
         return
     raise InvalidResolutionError(
@@ -106,7 +120,11 @@ def check_value(suspension: OpenSuspension, value: Any, run_id: str) -> None:
 
 
 def value_hint(suspension: OpenSuspension) -> str:
-    """What to put for VALUE in a printed `tether resolve` line: `allow|deny`, an enum's words, else `VALUE`."""
+    """What to put for VALUE in a printed `tether resolve` line: `allow|deny`, an enum's words, the suggested
+    ceiling of a budget suspension (USD), else `VALUE`."""
+    need = budget_need(suspension.entry) if suspension.kind == "budget" else None
+    if need is not None:
+        return f"{need.suggested_usd:g}"
     accepts = suspension.accepts
     if not accepts or len(accepts) > HINT_VALUES:
         return "VALUE"

@@ -32,7 +32,7 @@ from tether.contracts.entries import RunMeta
 from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
-from tether.engine.options import OVERSHOOT_MODES, Overshoot
+from tether.engine.options import ON_EXHAUSTED_MODES, OVERSHOOT_MODES, OnExhausted, Overshoot
 from tether.engine.outcome import RunOutcome
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key
@@ -102,6 +102,13 @@ def run(
         typer.Option("--overshoot", metavar="hard|bounded", help="hard (default): spend plus every in-flight call's "
                      "worst case stays under the ceiling; bounded: up to one clamped turn per running agent past it."),
     ] = None,
+    on_exhausted: Annotated[
+        str | None,
+        typer.Option("--on-exhausted", metavar="exhausted|suspend", help="exhausted (default): a run its USD ceiling "
+                     "stops settles exhausted; suspend: it parks on a budget suspension until the ceiling is raised "
+                     "(tether resolve RUN budget:N USD, or tether resume RUN --raise-budget USD), then its stopped "
+                     "agents continue from their checkpoints."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run MODULE:WORKFLOW with --args under an optional --budget; an existing --run-id continues that run.
@@ -112,12 +119,15 @@ def run(
     if overshoot is not None and overshoot not in OVERSHOOT_MODES:
         usage(f"--overshoot must be one of {', '.join(OVERSHOOT_MODES)}, got {overshoot!r}")
     mode: Overshoot | None = overshoot
+    if on_exhausted is not None and on_exhausted not in ON_EXHAUSTED_MODES:
+        usage(f"--on-exhausted must be one of {', '.join(ON_EXHAUSTED_MODES)}, got {on_exhausted!r}")
+    when_exhausted: OnExhausted | None = on_exhausted
     resolved = resolve(app=app_target, workflow=target, store=store)
     wf = resolved.workflow
     assert wf is not None
     if queue is not None:
         queued = run_async(lambda: _enqueue(resolved.engine, wf, parsed, run_id, budget, queue, priority,
-                                            allow_unpriced, mode))
+                                            allow_unpriced, mode, when_exhausted))
         if json_out:
             emit_json({"run_id": queued, "queue": queue, "status": "queued"})
         else:
@@ -132,7 +142,8 @@ def run(
                 if meta is not None and not force:
                     _same_run(meta, wf, parsed, "run")
             handle = engine.start(wf, parsed, run_id=run_id, budget_usd=budget, event_log=events,
-                                  allow_unpriced=allow_unpriced or None, overshoot=mode)
+                                  allow_unpriced=allow_unpriced or None, overshoot=mode,
+                                  on_exhausted=when_exhausted)
             outcome = await watch(handle, progress, json_out)
             return Ended(outcome, await _ceiling(engine, outcome.run_id, budget), await _hints(engine, outcome))
         finally:
@@ -142,10 +153,12 @@ def run(
 
 
 async def _enqueue(engine: Engine, wf: Workflow, args: dict[str, Any], run_id: str | None, budget: float | None,
-                   queue: str, priority: int, allow_unpriced: bool, overshoot: Overshoot | None) -> str:
+                   queue: str, priority: int, allow_unpriced: bool, overshoot: Overshoot | None,
+                   on_exhausted: OnExhausted | None) -> str:
     try:
         return await engine.enqueue(wf, args, run_id=run_id, budget_usd=budget, queue=queue, priority=priority,
-                                    allow_unpriced=allow_unpriced or None, overshoot=overshoot)
+                                    allow_unpriced=allow_unpriced or None, overshoot=overshoot,
+                                    on_exhausted=on_exhausted)
     finally:
         await engine.close()
 

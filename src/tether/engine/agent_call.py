@@ -33,12 +33,14 @@ from tether.engine.options import AgentOptions, check_agent_options, genesis_of
 from tether.engine.orchestrator import spawn_tool
 from tether.engine.outcome import DroppedBranch
 from tether.engine.profiles import NO_PROFILE
+from tether.engine.replay import Lookup
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import schema_hash, to_jsonable
 from tether.journal.disposition import ceiling_stopped
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
 from tether.journal.lineage import lineage_of
+from tether.journal.matching import CONTINUES, continued_seq
 from tether.journal.scope import agent_segment, join
 from tether.journal.stops import stop_reason
 from tether.mcp.source import resolve_tools, toolset_changes, toolset_record
@@ -162,7 +164,7 @@ class AgentCall:
             try:
                 worktree = (options.get("repo") or os.getcwd()) if isolation == "worktree" else None
                 result, running = await self._start(frame, found.running, spec, hooks, k, role, spec_model.identity,
-                                                    worktree)
+                                                    worktree, self._continues(found))
                 terminal = await seg.journal.append(self._terminal(frame, running, result, hooks))
             finally:
                 await self._settle_across_runs(hooks)
@@ -173,6 +175,27 @@ class AgentCall:
         if result.error is not None and result.error.kind == "budget":
             self._ceiling_stopped(frame, hooks, result.error, running)
         return self._shape(frame, running, result, on_error, full)
+
+    def _continues(self, found: Lookup) -> tuple[int, ...]:
+        """The seqs of the invocations this call continues, newest first: a ceiling-stopped agent run again after
+        a raise goes on from its last checkpoint, not from its prompt (docs/budgets.md, *Continuing after a
+        raise*), and so does a redispatch or a rerun of such a continuation."""
+        m = found.match
+        if m is None:
+            return ()
+        if found.action == "redispatch":
+            start = continued_seq(m.entry)
+        elif found.action == "rerun" and m.terminal is not None and (
+                ceiling_stopped(m.terminal) or continued_seq(m.entry) is not None):
+            start = m.entry.seq
+        else:
+            return ()
+        chain: list[int] = []
+        while start is not None and start not in chain:
+            chain.append(start)
+            before = self.seg.index.by_seq.get(start)
+            start = continued_seq(before) if before is not None else None
+        return tuple(chain)
 
     def _default_output(self, frame: Frame) -> int | None:
         """The output limit of a call that set none: the serving model's own cap (None) under the hard USD
@@ -201,7 +224,8 @@ class AgentCall:
             if stored and isinstance(store, BudgetLedger):  # the runner refused other stores before the genesis
                 self._tenant = TenantGate(
                     store, tuple(Budget.from_json(b) for b in stored), seg.run_id, seg.journal.lease,
-                    on_refused=lambda message, data: seg.root.stop(message, **data),
+                    on_refused=lambda message, data: seg.root.stop(message, **data,
+                                                                   reason=StopReason.TENANT_BUDGET),
                     wait_s=seg.services.dispatch_wait_s, sleep=seg.services.sleep,
                 )
         return self._tenant if isinstance(self._tenant, TenantGate) else None
@@ -323,21 +347,22 @@ class AgentCall:
 
     async def _start(
         self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hooks: AccountHooks, k: str,
-        role: str, model: str, worktree: str | None = None,
+        role: str, model: str, worktree: str | None = None, continues: tuple[int, ...] = (),
     ) -> tuple[AgentResult, JournalEntry]:
         seg = self.seg
         redispatched = running is not None
         if running is None:
             # Staged: durable with the first dispatch record (one commit), before anything it authorizes.
-            running = seg.journal.stage(self._running_entry(frame, spec, k, role, model))
+            running = seg.journal.stage(self._running_entry(frame, spec, k, role, model,
+                                                            continues[0] if continues else None))
             self._spawned(frame, running, spec.prompt)
         assert running.seq is not None
         inner = frame.enter(
             join(frame.scope, agent_segment(running.seq)), agent_id=running.agent_id, depth=frame.depth + 1,
             span_id=f"agent-{running.seq}",
         )
-        host = EngineLoopHost(seg, running, inner, hooks, redispatched=redispatched,
-                              parent_span=frame.span_id)
+        host = EngineLoopHost(seg, running, inner, hooks, redispatched=redispatched, parent_span=frame.span_id,
+                              continues=[checkpoint_key(seg.run_id, seq) for seq in continues])
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
@@ -387,13 +412,19 @@ class AgentCall:
         seg.events.emit(Spawn(agent_id=frame.agent_id, step=seg.tree.turn_of.get(frame.agent_id, 0),
                               child_agent_id=running.agent_id, detail=goal[:500], parent_agent_id=frame.agent_id))
 
-    def _running_entry(self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str) -> JournalEntry:
+    def _running_entry(
+        self, frame: Frame, spec: AgentSpec, k: str, role: str, model: str, continues: int | None = None,
+    ) -> JournalEntry:
         seg = self.seg
+        value: dict[str, Any] = {"model": model, "toolset": toolset_record(spec.tools)} if spec.tools else {
+            "model": model}
+        if continues is not None:
+            value[CONTINUES] = continues  # matched through the stopped invocation (journal.matching.successor)
         return JournalEntry(
             kind="agent", scope=frame.scope, key=k, ordinal=seg.index.next_ordinal(frame.scope, k), status="running",
             label=spec.label, phase=frame.phase, agent_id=seg.mint_agent_id(), parent_agent_id=frame.agent_id,
             agent_type=spec.agent_type, role=role, started_at=seg.services.clock(),
-            value={"model": model, "toolset": toolset_record(spec.tools)} if spec.tools else {"model": model},
+            value=value,
         )
 
     def _toolset_changed(self, scope: str, ident: dict[str, Any], tools: Sequence[Tool], what: str) -> None:

@@ -22,7 +22,7 @@ from tether.agents.state import LoopState
 from tether.budget.tally import Tally
 from tether.contracts.messages import Message
 from tether.contracts.protocols import JournalStore
-from tether.contracts.usage import Usage
+from tether.contracts.usage import ZERO_USAGE, Usage
 
 
 def checkpoint_key(run_id: str, agent_seq: int) -> str:
@@ -107,6 +107,20 @@ async def read_checkpoint(store: JournalStore, key: str) -> tuple[LoopState, Tal
         return state, Tally.model_validate(envelope["tally"]), CheckpointChain(key)
     except (ValidationError, ValueError, KeyError, TypeError):
         return None
+
+
+async def continued_state(store: JournalStore, keys: tuple[str, ...]) -> LoopState | None:
+    """The conversation a ceiling-stopped invocation reached, for the invocation that continues it after a raise
+    (docs/budgets.md, *Continuing after a raise*): the first readable checkpoint of `keys` (the stopped one's,
+    then those it continued in turn), with the per-invocation tallies zeroed (what the earlier invocations
+    paid is in their own terminals), or None (nothing checkpointed: the agent starts from its prompt)."""
+    for key in keys:
+        restored = await read_checkpoint(store, key)
+        if restored is not None:
+            state = restored[0]
+            state.provider_calls, state.usage, state.usage_by_model = 0, ZERO_USAGE, {}
+            return state
+    return None
 
 
 class AgentTranscript(BaseModel):

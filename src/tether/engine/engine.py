@@ -24,6 +24,7 @@ from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
 from tether.contracts.schedules import Schedule
 from tether.engine import queue as run_queue
+from tether.engine.budget_suspension import budget_need, raise_of
 from tether.engine.checkpoint import AgentTranscript
 from tether.engine.event_log import EventLog
 from tether.engine.events import EventSink, EventStream
@@ -40,6 +41,7 @@ from tether.engine.options import (
 )
 from tether.engine.outcome import RunOutcome
 from tether.engine.profiles import AgentProfile
+from tether.engine.raises import raise_ceiling
 from tether.engine.return_types import ReturnTypes
 from tether.engine.runner import drive, operator_decision
 from tether.engine.services import RunServices
@@ -423,9 +425,32 @@ class Engine:
         """Durably resolve a suspension of a settled run; False when it was already closed.
 
         The value is checked against the schema its `await_external` declared (stored with the
-        suspension); an invalid one raises `InvalidResolutionError` and nothing is journaled.
+        suspension); an invalid one raises `InvalidResolutionError` and nothing is journaled. A `budget`
+        suspension is resolved by a raise: its value is the new USD ceiling (`raise_budget`).
         """
+        target = _find_target(JournalIndex.build(await self._journal(run_id)), key)
+        need = budget_need(target) if target is not None else None
+        if need is not None:
+            usd, reason = raise_of(value, need, run_id)
+            await self.raise_budget(run_id, usd, reason)
+            return True
         return await self._close(run_id, "resolution", key, value)
+
+    async def raise_budget(self, run_id: str, usd: float, reason: str = "", *, by: str | None = None) -> CostReport:
+        """Raise `run_id`'s USD ceiling to `usd` between segments, without driving it: a `budget-raised`
+        decision (who, when, why, the old and the new ceiling; never lowered), which also resolves the run's
+        open `budget` suspension. The next segment, in any process, runs under it and continues the agents
+        the ceiling stopped from their checkpoints (docs/budgets.md). Returns the cost report as it now stands.
+        """
+        if isinstance(usd, bool) or not isinstance(usd, int | float) or not usd > 0:
+            raise ConfigError(f"usd must be the new USD ceiling (> 0), got {usd!r}")
+        await self._journal(run_id)  # an unknown run is refused before any lease is taken for it
+        store = await self.store()
+        keeper = (LeaseKeeper(store, run_id, self.lease_ttl_s, patience_s=CLOSE_PATIENCE_S)
+                  if isinstance(store, LeasableStore) else None)
+        async with keeper if keeper is not None else contextlib.nullcontext():
+            return await raise_ceiling(store, run_id, float(usd), reason, by=by, now=self.clock(),
+                                       lease=keeper.lease if keeper is not None else None)
 
     async def abandon(self, run_id: str, key_or_seq: str | int, reason: str = "") -> bool:
         """Abandon a suspension (by key) or an entry (by seq) and everything scoped under it."""

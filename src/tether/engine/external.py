@@ -17,6 +17,7 @@ from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import InvalidResolutionError
+from tether.engine.budget_suspension import is_budget_suspension
 from tether.journal.canonical import canonical_json, to_jsonable
 from tether.tools.definition import format_issue, pydantic_issues
 from tether.tools.schema import Issue, check_schema, json_schema_issues
@@ -75,6 +76,13 @@ read as they were: see `loop_host.is_allow`)."""
 def check_resolution(target: JournalEntry, value: Any, live: ExternalSchema | None, *, run_id: str) -> Any:
     """The JSON form of `value` to journal for `target`, or `InvalidResolutionError` (nothing written)."""
     key = str(target.value.get("key") if isinstance(target.value, dict) else target.label)
+    if is_budget_suspension(target):
+        raise InvalidResolutionError(
+            f"{key!r} of run {run_id!r} is a budget suspension: it is resolved by raising the run's USD ceiling "
+            f"between segments (engine.raise_budget, `tether resolve {run_id} {key} USD`, or `tether resume "
+            f"{run_id} --raise-budget USD`), not by a value handed to a running segment. Nothing was journaled.",
+            run_id=run_id, key=key,
+        )
     data = to_jsonable(value, what=f"the value for {key!r}")
     if target.kind == "approval" and data not in APPROVAL_VALUES:
         raise InvalidResolutionError(

@@ -30,7 +30,7 @@ from tether.journal.chain import relinked
 from tether.journal.cost import BUDGET_RAISED, ORPHANS_SETTLED, UNPRICED_ALLOWED, decision_name
 from tether.journal.keys import args_hash
 from tether.journal.lineage import FORK_MEMBER, Lineage
-from tether.journal.matching import JournalIndex
+from tether.journal.matching import CONTINUES, JournalIndex, continued_seq
 from tether.journal.scope import is_under
 
 NOT_COPIED_DECISIONS = frozenset({"genesis", "settle", "budget-refusal", BUDGET_RAISED, ORPHANS_SETTLED,
@@ -121,6 +121,10 @@ def _renumbered(e: JournalEntry, renumber: Mapping[int, int]) -> JournalEntry:
     data["scope"] = _scope(e.scope, renumber)
     if isinstance(data.get("value"), dict) and isinstance(data["value"].get("inner_scope"), str):
         data["value"] = {**data["value"], "inner_scope": _scope(data["value"]["inner_scope"], renumber)}
+    before = continued_seq(e)
+    if before is not None:  # the invocation it continues, by its fork seq (none: not copied, so nothing to follow)
+        value = {k: v for k, v in data["value"].items() if k != CONTINUES}
+        data["value"] = {**value, CONTINUES: renumber[before]} if before in renumber else value
     return JournalEntry.model_validate(data)
 
 

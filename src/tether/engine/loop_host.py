@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.agents.state import LoopState
@@ -17,7 +18,7 @@ from tether.contracts.events import (
     ToolEnd,
     ToolStart,
 )
-from tether.engine.checkpoint import CheckpointChain, checkpoint_key, read_checkpoint
+from tether.engine.checkpoint import CheckpointChain, checkpoint_key, continued_state, read_checkpoint
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.journal.canonical import to_jsonable
 from tether.journal.cost import REDISPATCH, AgentSpend, agent_spend, draw_range, is_draw
@@ -35,13 +36,14 @@ class EngineLoopHost:
     """Binds one agent invocation (its `running` entry) to the journal, the blob area and events."""
 
     __slots__ = (
-        "_call_base", "agent_seq", "chain", "checkpoint_key", "checkpoints", "cwd", "dispatched", "frame", "hooks",
+        "_call_base", "agent_seq", "chain", "checkpoint_key", "checkpoints", "continues", "cwd", "dispatched", "frame",
+        "hooks",
         "parent_span", "redispatched", "run_id", "running", "seg", "span_id", "undrawn_from",
     )
 
     def __init__(
         self, seg: Segment, running: JournalEntry, frame: Frame, hooks: AccountHooks, *,
-        redispatched: bool = False, parent_span: str = "run",
+        redispatched: bool = False, parent_span: str = "run", continues: Sequence[str] = (),
     ) -> None:
         assert running.seq is not None
         self.seg = seg
@@ -55,6 +57,9 @@ class EngineLoopHost:
         self.hooks = hooks
         self.cwd: str | None = None  # the agent's worktree, under isolation="worktree"
         self.redispatched = redispatched
+        self.continues = tuple(continues)
+        """Checkpoint keys of the ceiling-stopped invocations this one continues after a raise, newest first: its
+        conversation starts from theirs until it has a checkpoint of its own."""
         self.span_id = f"agent-{running.seq}"
         self.parent_span = parent_span  # where ctx.agent was called: the run, a phase, a child, a tool call
         self._call_base: dict[int, float] = {}  # cost before each provider call, for its own cost
@@ -70,7 +75,7 @@ class EngineLoopHost:
         A fresh invocation has no checkpoint to read: its key names a seq this segment just claimed.
         """
         if not self.redispatched:
-            return None
+            return await continued_state(self.seg.journal.store, self.continues)
         state, tally = None, None
         restored = await read_checkpoint(self.seg.journal.store, self.checkpoint_key)
         if restored is not None:
@@ -89,7 +94,7 @@ class EngineLoopHost:
             # the calls made past the checkpoint
             self.hooks.spend.carry_lost(drawn, lost, [*(tally.cut if tally is not None else []), *cut],
                                         sum(1 for d in spend.dispatches if d.call > through))
-        return state
+        return state if state is not None else await continued_state(self.seg.journal.store, self.continues)
 
     def _journal_restart(self, through: int) -> None:
         """Say in the journal that turns drawn past the checkpoint (`through`) are sent again: the cost fold lists

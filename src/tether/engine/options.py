@@ -25,6 +25,8 @@ from tether.routing import ModelLike
 
 Overshoot = Literal["hard", "bounded"]
 OVERSHOOT_MODES: tuple[Overshoot, ...] = get_args(Overshoot)
+OnExhausted = Literal["exhausted", "suspend"]
+ON_EXHAUSTED_MODES: tuple[OnExhausted, ...] = get_args(OnExhausted)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ class RunOptions(TypedDict, total=False):
     overshoot: Overshoot | None
     """`"hard"` (the default): spend plus every in-flight call's worst case never passes the ceiling;
     `"bounded"`: at most one clamped turn per concurrently running agent past it."""
+    on_exhausted: OnExhausted | None
+    """What the run does when its USD ceiling stops work: `"exhausted"` (the default) settles it `exhausted`;
+    `"suspend"` parks it on a `budget` suspension until an operator raises the ceiling, then the stopped agents
+    continue from their checkpoints (docs/budgets.md, *The suspend mode*)."""
     budgets: Sequence[Budget] | None
     """`tether.Budget`s across runs (a scope's USD per window, shared by every run and worker on the
     PostgreSQL store); each call reserves its worst case on them before it leaves (docs/budgets.md)."""
@@ -159,6 +165,7 @@ class SegmentOptions:
     strict_pricing: bool | None = None
     allow_unpriced: bool | None = None
     overshoot: Overshoot | None = None
+    on_exhausted: OnExhausted | None = None
     budgets: tuple[Budget, ...] | None = None
     deadline_s: float | None = None
     dry_run: bool = False
@@ -205,6 +212,10 @@ def segment_options(options: Mapping[str, Any], what: str, **flags: Any) -> Segm
     mode = options.get("overshoot")
     if mode is not None and mode not in OVERSHOOT_MODES:
         raise ConfigError(f"overshoot must be one of {', '.join(map(repr, OVERSHOOT_MODES))}, got {mode!r}")
+    on_exhausted = options.get("on_exhausted")
+    if on_exhausted is not None and on_exhausted not in ON_EXHAUSTED_MODES:
+        raise ConfigError(f"on_exhausted must be one of {', '.join(map(repr, ON_EXHAUSTED_MODES))}, "
+                          f"got {on_exhausted!r}")
     given = {k: v for k, v in options.items() if v is not None}
     if "budgets" in given:
         given["budgets"] = check_budgets(given["budgets"])
@@ -246,6 +257,8 @@ def _stored_form(name: str, value: Any) -> Any:
         return bool(value)
     if name == "overshoot":
         return value or "hard"
+    if name == "on_exhausted":
+        return value or "exhausted"
     if name == "budgets":
         return [b.to_json() for b in value] if value else None
     return value

@@ -79,8 +79,19 @@ class Replay:
         if m is None:
             self.counts.misses += 1
             return Lookup(None, None)
+        m = self._continued(m)
         return self._decided(scope, m, disposition(m.entry, m.terminal, abandoned=m.abandoned,
                                                    money_reset_seq=self.money_reset_seq))
+
+    def _continued(self, m: Match) -> Match:
+        """The last invocation of the chain that continues `m`'s agent (each ran on after a raise from where the
+        one before stopped): that one is the call's journaled state, the ones before it are history."""
+        index = self.index
+        nxt = index.successor(m.entry.seq)
+        while nxt is not None and index.withdraw(nxt):
+            m = Match(nxt, index.terminal_of.get(nxt.seq or 0), m.abandoned or index.is_abandoned(nxt))
+            nxt = index.successor(nxt.seq)
+        return m
 
     def replayed(self, scope: str, key: str) -> JournalEntry | Lookup:
         """`lookup`, but a call that replays a terminal gets that terminal itself (no `Match`, no `Lookup`:

@@ -18,12 +18,13 @@ from tether.contracts.errors import (
     RunNotFoundError,
     TetherError,
 )
-from tether.contracts.events import RunEnd, RunStart
+from tether.contracts.events import ExternalWaiting, RunEnd, RunStart
 from tether.contracts.money import usd
 from tether.contracts.protocols import JournalStore, LeasableStore
 from tether.contracts.signal import Signal
 from tether.contracts.stops import StopReason
 from tether.engine.agent_call import AgentCall
+from tether.engine.budget_suspension import budget_closers, can_park, open_budget_suspensions, park_entry
 from tether.engine.ctx import Ctx
 from tether.engine.events import EventStream
 from tether.engine.frame import CURRENT_FRAME, Frame
@@ -149,7 +150,8 @@ async def _drive(
             await seg.journal.append(genesis_entry(services.clock(), wf.name, args_json, opts))
         for decision in relaxed:  # an operator's raise, durable before anything it lets the body do
             stored = await seg.journal.append(decision)
-            seg.replay.money_reset_seq = stored.seq or seg.replay.money_reset_seq
+            if stored.kind == "decision":  # (a raise's closers of budget suspensions are no money decision)
+                seg.replay.money_reset_seq = stored.seq or seg.replay.money_reset_seq
         live_meta: RunMeta | None = None
         if not opts.dry_run:
             now = services.clock()
@@ -179,9 +181,27 @@ async def _drive(
             raise seg.journal.lost
         if seg.handed_back is not None and status == "cancelled":
             raise seg.handed_back  # unsettled on purpose: the next driver resumes it from here
+        if status == "exhausted" and opts.on_exhausted == "suspend" and await _parked_on_budget(seg, error):
+            status, value, error = "suspended", None, None
         outcome = await _settle(seg, status, value, error, live_meta)
     events.emit(_run_end(outcome, seg))
     return outcome
+
+
+async def _parked_on_budget(seg: Segment, error: Any) -> bool:
+    """Under `on_exhausted="suspend"`: park the run on a `budget` suspension naming what it needs, instead of
+    settling it `exhausted` (False: not the run's USD ceiling, so a raise would not let it go on).
+
+    A resume that changed no money finds its suspension still open and parks on it again, appending nothing.
+    """
+    if seg.dry_run or not can_park(seg.root, seg.tree.tokens, seg.index, seg.replay.money_reset_seq):
+        return False
+    if not open_budget_suspensions(seg.index):
+        spent = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries)).total_usd
+        message = str(error.get("message") or "") if isinstance(error, dict) else getattr(error, "message", "")
+        entry = await seg.journal.append(park_entry(seg.root, seg.index, spent, message, seg.services.clock()))
+        seg.events.emit(ExternalWaiting(key=str(entry.value["key"])))
+    return True
 
 
 def _run_end(outcome: RunOutcome, seg: Segment) -> RunEnd:
@@ -239,22 +259,9 @@ def relaxations(
     out: list[JournalEntry] = []
     raise_to = opts.raise_budget_usd
     if raise_to is not None:
-        if genesis is None:
-            raise ConfigError(f"raise_budget_usd= raises the ceiling of an existing run; {run_id!r} has not started. "
-                              f"Start it with budget_usd=... instead.", run_id=run_id)
         if opts.dry_run:
             raise ConfigError("a dry run writes nothing, so it cannot raise the ceiling; resume without dry_run=True")
-        if ceiling is None:
-            raise ConfigError(f"run {run_id!r} has no USD ceiling to raise; it is not bounded in USD.",
-                              run_id=run_id)
-        if raise_to <= ceiling:
-            raise ConfigError(
-                f"raise_budget_usd={raise_to} does not raise the ceiling of run {run_id!r}, which is "
-                f"{usd(ceiling)} USD; a ceiling is never lowered. Pass a larger value.",
-                run_id=run_id, ceiling=ceiling, asked=raise_to,
-            )
-        out.append(operator_decision(clock(), BUDGET_RAISED, old_usd=ceiling, new_usd=raise_to,
-                                     reason=opts.raise_reason))
+        out.extend(raise_entries(clock(), run_id, genesis, ceiling, raise_to, opts.raise_reason, index))
     started = genesis.value if genesis is not None and isinstance(genesis.value, dict) else {}
     if asked.allow_unpriced and genesis is not None and not started.get("allow_unpriced") and not any(
         decision_name(e) == UNPRICED_ALLOWED for e in index.decision_entries
@@ -264,6 +271,29 @@ def relaxations(
                               "dry_run=True")
         out.append(operator_decision(clock(), UNPRICED_ALLOWED, reason=opts.raise_reason))
     return out
+
+
+def raise_entries(
+    now: float, run_id: str, genesis: JournalEntry | None, ceiling: float | None, raise_to: float, reason: str,
+    index: JournalIndex, by: str | None = None,
+) -> list[JournalEntry]:
+    """An operator's raise of the run's USD ceiling: the `budget-raised` decision, then a resolution of each open
+    `budget` suspension (what a raise resolves); refused for a run not started, without a ceiling, or lower."""
+    if genesis is None:
+        raise ConfigError(f"raise_budget_usd= raises the ceiling of an existing run; {run_id!r} has not started. "
+                          f"Start it with budget_usd=... instead.", run_id=run_id)
+    if ceiling is None:
+        raise ConfigError(f"run {run_id!r} has no USD ceiling to raise; it is not bounded in USD.", run_id=run_id)
+    if raise_to <= ceiling:
+        raise ConfigError(
+            f"raise_budget_usd={raise_to} does not raise the ceiling of run {run_id!r}, which is "
+            f"{usd(ceiling)} USD; a ceiling is never lowered. Pass a larger value.",
+            run_id=run_id, ceiling=ceiling, asked=raise_to,
+        )
+    decision = operator_decision(now, BUDGET_RAISED, old_usd=ceiling, new_usd=raise_to, reason=reason)
+    if by is not None:
+        decision.value["by"] = by
+    return [decision, *budget_closers(index, raise_to, reason=reason, by=decision.value["by"], at=now)]
 
 
 def operator_decision(clock: float, name: str, **fields: Any) -> JournalEntry:

@@ -24,6 +24,16 @@ _SEQ, _KIND, _AGENT_ID, _HASH_VERSION, _REF, _KEY = (
     attrgetter(n) for n in ("seq", "kind", "agent_id", "hash_version", "ref", "key")
 )
 _SCOPE_KEY = attrgetter("scope", "key")
+CONTINUES = "continues"
+"""The member of an agent's `running` value naming the ceiling-stopped invocation it continues after a raise."""
+
+
+def continued_seq(entry: JournalEntry) -> int | None:
+    """The seq of the invocation `entry` continues (a ceiling-stopped agent run on after a raise), if any."""
+    if entry.kind != "agent" or entry.ref is not None or not isinstance(entry.value, dict):
+        return None
+    seq = entry.value.get(CONTINUES)
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 @dataclass(slots=True)
@@ -62,6 +72,8 @@ class JournalIndex:
     _max_ordinal: dict[tuple[str, str], int] | None = None
     """Per (scope, key), the highest ordinal journaled: folded from `entries` on first use."""
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
+    _successors: dict[int, JournalEntry] | None = None
+    """Per agent seq, the loaded invocation that continues it: folded from `spend_entries` on first use."""
 
     def __post_init__(self) -> None:
         # This runs over every journal entry on every resume, so each fold is a C loop over a column
@@ -215,6 +227,32 @@ class JournalIndex:
         self.examined += 1
         terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
         return e, terminal, bool(self._abandon_roots) and self.is_abandoned(e)
+
+    def successor(self, seq: int | None) -> JournalEntry | None:
+        """The loaded invocation that continues agent `seq` (it ran on after a raise), if any."""
+        found = self._successors
+        if found is None:
+            found = self._successors = {}
+            for e in self.spend_entries:
+                before = continued_seq(e)
+                if before is not None:
+                    found.setdefault(before, e)
+        return found.get(seq) if seq is not None else None
+
+    def withdraw(self, entry: JournalEntry) -> bool:
+        """Take `entry` itself out of the unconsumed candidates (a continuation, matched through the invocation
+        it continues); False when it is not one."""
+        k = _SCOPE_KEY(entry)
+        found = self._candidates.get(k)
+        if found is entry:
+            del self._candidates[k]
+            return True
+        if isinstance(found, list):
+            for i, e in enumerate(found):
+                if e is entry:
+                    del found[i]
+                    return True
+        return False
 
     def unconsumed(self) -> list[JournalEntry]:
         """The loaded candidates no lookup has taken yet, in journal order (what the code did not reach)."""

@@ -1,17 +1,26 @@
-"""The write side of the API: resolve a suspension, cancel a run, start a run of the app."""
+"""The write side of the API: resolve a suspension, raise a run's ceiling, cancel a run, start a run of the app."""
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
-from tether.cli.resolutions import OpenSuspension, SuspensionNotFoundError, check_value, find_open
+from tether.cli.resolutions import (
+    OpenSuspension,
+    SuspensionNotFoundError,
+    check_value,
+    find_open,
+    open_suspensions,
+)
 from tether.contracts.entries import JournalEntry
+from tether.contracts.errors import ConfigError
 from tether.contracts.protocols import QueueStore
 from tether.engine.options import Containment
 from tether.server.api import load_run, state_of
 from tether.server.models import (
     CancelRequest,
     CancelResult,
+    RaiseBudgetRequest,
+    RaiseBudgetResult,
     ResolveRequest,
     ResolveResult,
     StartRequest,
@@ -44,6 +53,29 @@ async def resolve(call: Call) -> ResolveResult:
     resumed = _resume_here(state, run_id, meta.status, meta.workflow, meta.args)
     return ResolveResult(run_id=run_id, key=body.key, woke_live_run=False, resumed=resumed,
                          status="running" if resumed else meta.status)
+
+
+async def raise_budget(call: Call) -> RaiseBudgetResult:
+    """Raise the run's USD ceiling as `engine.raise_budget` does (`budget-raised`, never lowered), which resolves
+    its open `budget` suspension (409 when the run has no ceiling, or `usd` does not raise it). A run that had
+    settled `suspended` and whose workflow this server's engine
+    has registered is then resumed here; any other process may resume it instead (`tether resume`).
+    """
+    state, body = state_of(call), call.body
+    assert isinstance(body, RaiseBudgetRequest)
+    run_id = call.run_id
+    meta, entries = await load_run(state, run_id)
+    if state.driving(run_id) is not None:
+        raise ApiError(409, "run-driven-here", f"run {run_id!r} is running in this server; a raise applies between "
+                       f"segments, so raise it once it settles (or parks on its budget suspension)", run_id=run_id)
+    parked = [s.key for s in open_suspensions(entries) if s.kind == "budget"]
+    try:
+        report = await state.engine.raise_budget(run_id, body.usd, body.reason)
+    except ConfigError as exc:  # the run's state refuses it (no ceiling, or not above it): a conflict, not a bad body
+        raise ApiError(409, exc.code, exc.message, **exc.data) from None
+    resumed = _resume_here(state, run_id, meta.status, meta.workflow, meta.args)
+    return RaiseBudgetResult(run_id=run_id, ceiling_usd=report.ceiling_usd, resolved=parked, resumed=resumed,
+                             status="running" if resumed else meta.status, cost=report)
 
 
 def _resume_here(state: ServerState, run_id: str, status: str, workflow: str, args: object) -> bool:

@@ -29,6 +29,8 @@ from tether.server.models import (
     JournalPage,
     JournalQuery,
     LedgerView,
+    RaiseBudgetRequest,
+    RaiseBudgetResult,
     ResolveRequest,
     ResolveResult,
     RunDetail,
@@ -79,6 +81,9 @@ def operations() -> list[Operation]:
                   errors=(404,), int_params=("agent_id",)),
         Operation("POST", f"{RUN}/resolve", "resolve", "Resolve an open suspension with a JSON value",
                   actions.resolve, ResolveResult, body=ResolveRequest, errors=(404, 409)),
+        Operation("POST", f"{RUN}/raise-budget", "raise_budget", "Raise the run's USD ceiling (never lowered); it "
+                  "resolves the run's budget suspension, and a parked run this server can drive resumes here",
+                  actions.raise_budget, RaiseBudgetResult, body=RaiseBudgetRequest, errors=(400, 404, 409)),
         Operation("POST", f"{RUN}/cancel", "cancel", "Cancel a run as tether cancel does: settled at once when "
                   "nothing drives it, else stopped by its driver (409 once it settled)",
                   actions.cancel, CancelResult, status=202, body=CancelRequest, errors=(404, 409)),

@@ -10,6 +10,7 @@ from tether.contracts.entries import JournalEntry, MetaStatus
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.messages import Message
 from tether.contracts.usage import Usage
+from tether.engine.budget_suspension import BudgetNeed
 from tether.journal.cost import CostReport
 from tether.journal.tree import AgentNode
 
@@ -105,10 +106,11 @@ class Settled(BaseModel):
 
 
 class Suspension(BaseModel):
-    """An open suspension: `await_external(key)` or a tool approval, waiting for `POST .../resolve`."""
+    """An open suspension: `await_external(key)`, a tool approval (both waiting for `POST .../resolve`), or the
+    `budget` suspension of a run its USD ceiling parked (waiting for `POST .../raise-budget`)."""
 
     key: str
-    kind: Literal["external", "approval"]
+    kind: Literal["external", "approval", "budget"]
     seq: int
     scope: str
     label: str | None = None
@@ -121,6 +123,8 @@ class Suspension(BaseModel):
     enum's (or const's) values; None when any value the schema admits will do."""
     value_schema: dict[str, JsonValue] | None = None
     """The JSON Schema the `await_external` declared (None: any JSON value)."""
+    budget: BudgetNeed | None = None
+    """A budget suspension's needs: the ceiling that stopped the run, what it spent, why, and a suggested raise."""
 
 
 class SpendPoint(BaseModel):
@@ -283,6 +287,29 @@ class ResolveResult(BaseModel):
     resumed: bool
     """The run had settled `suspended`; this server's engine resumed it (its workflow is registered here)."""
     status: MetaStatus
+
+
+class RaiseBudgetRequest(BaseModel):
+    """`POST /api/runs/{run_id}/raise-budget`: the new USD ceiling (above the current one) and why."""
+
+    model_config = BODY
+
+    usd: float = Field(gt=0, allow_inf_nan=False)
+    reason: str = Field(default="", max_length=500)
+
+
+class RaiseBudgetResult(BaseModel):
+    """The raise was journaled (`budget-raised`, as `engine.raise_budget` does)."""
+
+    run_id: str
+    ceiling_usd: float | None
+    """The run's ceiling now."""
+    resolved: list[str] = Field(default_factory=list)
+    """The budget suspensions the raise closed."""
+    resumed: bool
+    """The run was parked (`suspended`) and this server's engine resumed it (its workflow is registered here)."""
+    status: MetaStatus
+    cost: CostReport
 
 
 class CancelRequest(BaseModel):

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from tether.cli.resolutions import open_suspensions
 from tether.contracts.entries import JournalEntry, RunMeta
+from tether.engine.budget_suspension import budget_need
 from tether.journal.cost import AgentSpend, CostReport, SpendFold, cost_report, fold_cost, fold_spend
 from tether.journal.lineage import lineage_of
 from tether.journal.matching import JournalIndex
@@ -49,7 +50,7 @@ def suspensions(entries: Sequence[JournalEntry]) -> list[Suspension]:
             key=s.key, kind=s.kind, seq=e.seq or 0, scope=e.scope, label=e.label, agent_id=e.agent_id,
             tool=value.get("tool"), args=value.get("args"), since=e.started_at,
             accepts=list(s.accepts) if s.accepts is not None else None,
-            value_schema=schema if isinstance(schema, dict) else None,
+            value_schema=schema if isinstance(schema, dict) else None, budget=budget_need(e),
         ))
     return out
 

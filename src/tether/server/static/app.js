@@ -400,7 +400,7 @@
             await refresh();
           } catch (e) { msg.className = "s-msg bad"; msg.textContent = e.message; btn.disabled = false; }
         };
-        const controls = resolveControls(sus, send, msg);
+        const controls = sus.kind === "budget" ? raiseControls(sus, msg) : resolveControls(sus, send, msg);
         return h("form", { class: "suspension", "data-key": sus.key, "data-testid": "suspension",
           onsubmit: (ev) => { ev.preventDefault(); if (controls.submit) controls.submit(ev); } },
           h("div", { class: "s-head" }, h("span", { class: "s-key" }, sus.key), h("span", { class: "pill", "data-status": "suspended" }, sus.kind),
@@ -408,6 +408,34 @@
           sus.kind === "approval" ? h("div", { class: "small", style: "margin-top:6px" }, "tool ", h("strong", { class: "mono" }, sus.tool || "?"), sus.agent_id ? " · agent #" + sus.agent_id : "", json(sus.args)) : null,
           controls.nodes);
       }));
+    }
+
+    // A run its USD ceiling parked: what it needs, and a raise (never below the ceiling) that resolves it.
+    function raiseControls(sus, msg) {
+      const need = sus.budget || {};
+      const amount = h("input", { type: "number", name: "usd", step: "any", min: need.ceiling_usd, value: need.suggested_usd,
+        "aria-label": "new USD ceiling for " + sus.key, "data-testid": "raise-usd" });
+      const reason = h("input", { type: "text", name: "reason", maxlength: 500, placeholder: "why (journaled)",
+        "aria-label": "reason for the raise", "data-testid": "raise-reason" });
+      const submit = h("button", { type: "submit", class: "btn btn-primary", "data-testid": "raise" }, "Raise ceiling");
+      const facts = h("div", { class: "small s-accepts", "data-testid": "budget-need" },
+        "the ", h("strong", {}, usd(need.ceiling_usd)), " ceiling stopped ", need.agent_id ? "agent #" + need.agent_id : "the run",
+        " (", h("code", {}, need.reason || "usd-ceiling"), ") with ", usd(need.spent_usd),
+        " spent; raise it and the stopped agents continue from their checkpoints (0 turns paid again)");
+      return { nodes: [facts, h("div", { class: "s-actions" }, amount, reason, submit, msg)],
+        submit: async (ev) => {
+          const btn = ev.submitter || submit;
+          btn.disabled = true;
+          msg.className = "s-msg";
+          msg.textContent = "raising…";
+          try {
+            const r = await post("/api/runs/" + enc + "/raise-budget", { usd: Number(amount.value), reason: reason.value });
+            msg.className = "s-msg good";
+            msg.textContent = "raised to " + usd(r.ceiling_usd) + (r.resumed ? ": the run resumed here" : " (journaled): resume the run to go on");
+            page.pendingKeys = null;
+            await refresh();
+          } catch (e) { msg.className = "s-msg bad"; msg.textContent = e.message; btn.disabled = false; }
+        } };
     }
 
     // What a suspension takes, shown before anything is typed: an approval exactly allow or deny, an enum its
