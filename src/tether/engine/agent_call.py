@@ -224,8 +224,7 @@ class AgentCall:
             if stored and isinstance(store, BudgetLedger):  # the runner refused other stores before the genesis
                 self._tenant = TenantGate(
                     store, tuple(Budget.from_json(b) for b in stored), seg.run_id, seg.journal.lease,
-                    on_refused=lambda message, data: seg.root.stop(message, **data,
-                                                                   reason=StopReason.TENANT_BUDGET),
+                    on_refused=lambda message, data: seg.root.stop(message, **data),  # data carries its reason
                     wait_s=seg.services.dispatch_wait_s, sleep=seg.services.sleep,
                 )
         return self._tenant if isinstance(self._tenant, TenantGate) else None
