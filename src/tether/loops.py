@@ -3,7 +3,7 @@
     class MyLoop:
         async def run(self, session: tether.LoopSession) -> tether.AgentResult:
             turn = await session.model_turn([Message.text("user", session.prompt)])
-            return session.result("ok", output=turn.message.text_content())
+            return session.result("ok", output=turn.message.text_content)
 
     result = await ctx.agent("Summarize the report", loop=MyLoop(), full=True)
 
