@@ -4,7 +4,7 @@ A workflow is a plain `async def` over `ctx`; every effect goes through `ctx` in
 append-only journal, so a crashed or edited run resumes without paying twice.
 """
 
-from tether import events, mcp, models, testing
+from tether import events, loops, mcp, models, testing
 from tether.agents.tool_budget import (
     FinalizationReserve,
     FinalizationWindow,
@@ -34,6 +34,7 @@ from tether.contracts.errors import (
     TetherError,
 )
 from tether.contracts.events import AgentEvent, BaseEvent, Event, EventLogError, ToolEffectRecord
+from tether.contracts.loops import AgentLoop, LoopSession
 from tether.contracts.prices import Price, Tier
 from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, ToolBudgetSummary
@@ -62,6 +63,7 @@ __all__ = [
     "AgentCallError",
     "AgentError",
     "AgentEvent",
+    "AgentLoop",
     "AgentNode",
     "AgentOptions",
     "AgentResult",
@@ -88,6 +90,7 @@ __all__ = [
     "JournalOrderViolation",
     "JournalSealedError",
     "LeaseHeldError",
+    "LoopSession",
     "ModelRetry",
     "ModelSpec",
     "NonSerializableValueError",
@@ -118,6 +121,7 @@ __all__ = [
     "Usage",
     "Workflow",
     "events",
+    "loops",
     "mcp",
     "models",
     "progress",

@@ -61,10 +61,11 @@ async def test_a_resume_of_a_repeated_label_loop_replays_every_step_with_linear_
     engine = tether.Engine(store=f"sqlite:///{tmp_path}/t.db")
     await engine.run(loop, {"n": n, "label": "again"}, run_id="r")
     handle = engine.start(loop, {"n": n, "label": "again"}, run_id="r")
+    driven: list[Any] = []
+    handle.observe(driven.append)  # the test-harness seam: the segment that drives the run
     again = await handle
     assert (again.value, again.replay.hits, again.replay.misses) == (sum(range(n)), n, 0)
-    segment = handle._segment
-    assert segment is not None
+    [segment] = driven
     # each lookup examines its own candidate, plus the genesis and settle lookups: nothing rescans
     assert segment.index.examined <= n + 4
     await engine.close()
@@ -73,9 +74,10 @@ async def test_a_resume_of_a_repeated_label_loop_replays_every_step_with_linear_
 async def test_entries_a_segment_appends_are_never_matching_candidates(tmp_path: Path) -> None:
     engine = tether.Engine(store=f"sqlite:///{tmp_path}/t.db")
     handle = engine.start(loop, {"n": 2_000, "label": "again"}, run_id="r")
+    driven: list[Any] = []
+    handle.observe(driven.append)
     out = await handle
     assert out.status == "ok"
-    segment = handle._segment
-    assert segment is not None
+    [segment] = driven
     assert segment.index.examined == 0  # a live run matches nothing, and never walks what it wrote
     await engine.close()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.contracts.events import AgentScoped
+from tether.contracts.loops import OutputSpec as OutputSpec  # the structured-output spec lives with the loop seam
 from tether.contracts.protocols import ChatModel
 
 if TYPE_CHECKING:
@@ -34,15 +35,6 @@ class RetryPolicy:
     attempts: int = 3
     base_s: float = 0.5
     max_s: float = 8.0
-
-
-@dataclass(frozen=True)
-class OutputSpec:
-    """Structured output: the JSON schema sent to the model and an optional pydantic class to validate."""
-
-    schema: dict[str, Any]
-    model_cls: type[Any] | None = None
-    name: str = "result"
 
 
 @dataclass(frozen=True, slots=True)

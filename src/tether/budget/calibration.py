@@ -29,13 +29,14 @@ class InputCalibration:
         found = cls()
         for e in entries:
             if e.kind == "decision" and isinstance(e.value, dict) and e.value.get("decision") == "dispatch":
-                found._keep(e.value.get("model"), e.value.get("input_overhead"))
+                found.learn(e.value.get("model"), e.value.get("input_overhead"))
             elif e.kind == "tree" and isinstance(learned := e.input_overhead, dict):
                 for model, overhead in learned.items():
-                    found._keep(model, overhead)
+                    found.learn(model, overhead)
         return found
 
-    def _keep(self, model: object, extra: object) -> None:
+    def learn(self, model: object, extra: object) -> None:
+        """Keep `extra` as `model`'s overhead when it is larger than the one known (anything else is ignored)."""
         if isinstance(model, str) and isinstance(extra, int) and extra > self.overheads.get(model, 0):
             self.overheads[model] = extra
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from pydantic import BaseModel
@@ -21,12 +22,14 @@ from tether.budget.tenant import Budget, BudgetLedger, TenantGate
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, PricingError, TetherError
 from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn, SpawnRefused
+from tether.contracts.loops import AgentLoop
 from tether.contracts.messages import Message
 from tether.contracts.money import usd
 from tether.contracts.results import AgentError, AgentResult
 from tether.contracts.stops import StopReason
 from tether.engine.agent_result import restore_result
 from tether.engine.checkpoint import checkpoint_key
+from tether.engine.foreign_agent import run_foreign
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
 from tether.engine.options import AgentOptions, check_agent_options, genesis_of
@@ -164,7 +167,8 @@ class AgentCall:
             try:
                 worktree = (options.get("repo") or os.getcwd()) if isolation == "worktree" else None
                 result, running = await self._start(frame, found.running, spec, hooks, k, role, spec_model.identity,
-                                                    worktree, self._continues(found))
+                                                    worktree, self._continues(found),
+                                                    _Loop(options.get("loop"), max_turns))
                 terminal = await seg.journal.append(self._terminal(frame, running, result, hooks))
             finally:
                 await self._settle_across_runs(hooks)
@@ -347,6 +351,7 @@ class AgentCall:
     async def _start(
         self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hooks: AccountHooks, k: str,
         role: str, model: str, worktree: str | None = None, continues: tuple[int, ...] = (),
+        loop: _Loop | None = None,
     ) -> tuple[AgentResult, JournalEntry]:
         seg = self.seg
         redispatched = running is not None
@@ -365,10 +370,11 @@ class AgentCall:
         token = CURRENT_FRAME.set(inner)
         seg.tree.started(inner.depth)
         try:
+            loop = loop or _Loop(None, None)
             if worktree is None:
-                result = await self._run_loop(spec, host, hooks)
+                result = await self._run_loop(spec, host, hooks, loop)
             else:
-                result = await self._run_isolated(spec, host, hooks, worktree)
+                result = await self._run_isolated(spec, host, hooks, worktree, loop)
             await host.flush_draw(result.turns)
         except PricingError as exc:  # refused before the wire: the entry it opened still gets its terminal
             refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
@@ -386,17 +392,21 @@ class AgentCall:
             CURRENT_FRAME.reset(token)
         return result, running
 
-    def _run_loop(self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks) -> Awaitable[AgentResult]:
-        """The agent loop of one invocation (the seam another framework's loop takes: `foreign_agent.py`)."""
+    def _run_loop(
+        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, loop: _Loop
+    ) -> Awaitable[AgentResult]:
+        """The agent loop of one invocation: tether's, or the foreign `loop=` through its `LoopSession`."""
+        if loop.foreign is not None:
+            return run_foreign(spec, host, hooks, self.seg.cancel, loop.foreign, loop.max_turns)
         return run_agent(spec, host, hooks, signal=self.seg.cancel)
 
     async def _run_isolated(
-        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str
+        self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, repo: str, loop: _Loop
     ) -> AgentResult:
         """The loop inside a disposable git worktree: its patch comes back as an artifact."""
         async with Worktree(repo) as tree:
             host.cwd = tree.path
-            result = await self._run_loop(spec, host, hooks)
+            result = await self._run_loop(spec, host, hooks, loop)
         return result.model_copy(update={"artifacts": {"patch": tree.patch or ""}})
 
     def _spawned(self, frame: Frame, running: JournalEntry, goal: str) -> None:
@@ -537,6 +547,14 @@ class AgentCall:
         tools = await resolve_tools(options.get("tools", ()), self.seg.resources)
         options["tools"] = [*tools, spawn_tool(self, tools, max_spawns)]
         return await self.call(goal, output=output, on_error=on_error, full=full, role="orchestrate", **options)
+
+
+@dataclass(frozen=True, slots=True)
+class _Loop:
+    """Who drives an invocation's loop: a foreign `AgentLoop` (with the `max_turns` the call gave), or tether."""
+
+    foreign: AgentLoop | None
+    max_turns: int | None
 
 
 _NOT_STOPPING = frozenset({StopReason.EXPOSURE_CAP, StopReason.EXPOSURE_DRAINED, StopReason.IN_FLIGHT})

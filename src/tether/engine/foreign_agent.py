@@ -1,9 +1,10 @@
-"""Foreign agent loops: an agent invocation whose loop another framework drives, through tether's layers.
+"""`ForeignSession`: the engine's `LoopSession`, for an agent invocation whose loop another framework drives.
 
-`foreign_agent(ctx, drive, prompt, ...)` runs the invocation as `ctx.agent` runs its own: the same identity
-and matching (a completed one is served from its terminal), admission, containment, the two-phase entry,
-checkpoints and terminal; only the loop is `drive(session)`, which asks `ForeignSession` for every model
-turn and every tool call (`tether.integrations.pydantic_ai` drives pydantic-ai's agent graph this way):
+`ctx.agent(prompt, loop=...)` runs the invocation as `ctx.agent` runs its own: the same identity and matching
+(a completed one is served from its terminal), admission, containment, the two-phase entry, checkpoints
+and terminal; only the loop is `loop.run(session)` (`AgentCall` calls `run_foreign` in place of tether's
+loop), which asks the session for every model turn and every tool call (`tether.integrations.pydantic_ai`
+drives pydantic-ai's agent graph this way; the protocol is `tether.contracts.loops`):
 
 - `model_turn(history, ...)` serves the reply from the checkpoint when `history` is a prefix of the
   transcript an earlier segment checkpointed (never paid twice); otherwise `Dispatcher` runs the turn
@@ -15,84 +16,37 @@ turn and every tool call (`tether.integrations.pydantic_ai` drives pydantic-ai's
 
 The checkpoint's `messages` hold the conversation (the last history and its reply; each reply carries
 its usage in a `tether:foreign` raw part that no provider is sent), and its `pending.results` every tool
-result, by call id, as the canonical JSON of a `Recorded`.
+result, by call id, as the canonical JSON of a `RecordedTool`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from tether.agents.dispatch import Dispatcher, budget_error, fired_cause
-from tether.agents.host import AgentSpec, OutputSpec
+from tether.agents.host import AgentSpec
 from tether.agents.loop import cut_error, end_event
 from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
 from tether.contracts.errors import BudgetExhaustedError, TetherError
-from tether.contracts.events import AgentFailed, AgentStart, ToolEnd, ToolStart
+from tether.contracts.events import AgentFailed, AgentScoped, AgentStart, ToolEnd, ToolStart
+from tether.contracts.loops import AgentLoop, LoopTurn, OutputSpec, RecordedTool, TurnStopped, find_stop
 from tether.contracts.messages import Message, RawPart, ToolResultPart, ToolSpec
 from tether.contracts.results import AgentError, AgentResult, AgentStatus
 from tether.contracts.signal import Signal
-from tether.contracts.stream import FinishReason
+from tether.contracts.stream import FinishReason, ModelCaps
 from tether.contracts.usage import Usage
-from tether.engine.agent_call import AgentCall
 from tether.journal.canonical import canonical_json, to_jsonable
 from tether.tools.definition import Tool
 
 if TYPE_CHECKING:
     from tether.budget.hooks import AccountHooks
-    from tether.engine.ctx import Ctx
     from tether.engine.loop_host import EngineLoopHost
 
 META_FAMILY = "tether:foreign"
 """The raw-part family of a reply's journaled usage: kept in the transcript, sent to no provider."""
-
-Drive = Callable[["ForeignSession"], Awaitable[AgentResult]]
-"""A foreign loop: runs the invocation to its `AgentResult` (build it with `session.result(...)`)."""
-
-
-class TurnStopped(Exception):
-    """The invocation stops at this turn: a budget refusal or cut, cancellation, or a provider error."""
-
-    def __init__(self, status: AgentStatus, error: AgentError | None, reason: str) -> None:
-        super().__init__(error.message if error is not None else status)
-        self.status, self.error, self.reason = status, error, reason
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One model turn as the foreign loop sees it: the reply (engine-minted call ids) and what it used."""
-
-    message: Message
-    """The assistant reply, its `tether:foreign` part included (hand it back unchanged in later histories)."""
-    usage: Usage
-    cost_usd: float | None
-    """What the turn cost at tether's price (None for an unpriced model)."""
-    finish_reason: FinishReason | None
-    served_by: str | None
-    replayed: bool
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """A tool call's journaled result: its JSON `value`, a `retry` or `failed` message for the model, or
-    `unknown` (an interrupted call of a tool that is not idempotent, not run again)."""
-
-    kind: Literal["value", "retry", "failed", "unknown"]
-    value: Any = None
-    message: str = ""
-
-    def dump(self) -> str:
-        # Key order kept (not canonical JSON): a replayed value must serialize for the model as the live one did.
-        return json.dumps({"kind": self.kind, "value": self.value, "message": self.message}, separators=(",", ":"))
-
-    @classmethod
-    def load(cls, text: str) -> Recorded:
-        data = json.loads(text)
-        return cls(kind=data["kind"], value=data.get("value"), message=str(data.get("message") or ""))
-
 
 @dataclass
 class _Invoked:
@@ -100,13 +54,14 @@ class _Invoked:
 
 
 class ForeignSession:
-    """What a foreign loop may ask of the engine for one invocation (see the module docstring)."""
+    """The engine's `LoopSession` for one invocation (see the module docstring)."""
 
     def __init__(
         self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, state: LoopState, signal: Signal | None,
-        *, restored: bool,
+        *, restored: bool, max_turns: int | None = None,
     ) -> None:
         self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
+        self._restored, self._max_turns = restored, max_turns
         if state.pending is None:
             state.pending = PendingBatch(turn=0, calls=[], first_ordinal=0)
         self._transcript = list(state.messages) if restored else []
@@ -116,18 +71,49 @@ class ForeignSession:
         self._next_ordinal = 0
         self._saving = asyncio.Lock()
         self._tools: dict[bytes, Tool] = {}  # request-only tools by their spec: built (and checked) once
-        self.max_turns: int | None = None
-        """Turns allowed before the invocation settles `limit` (None: the driving framework's own limits)."""
 
     @property
     def run_id(self) -> str:
         return self.host.run_id
 
+    @property
+    def prompt(self) -> str:
+        return self.spec.prompt
+
+    @property
+    def system(self) -> str | None:
+        return self.spec.system
+
+    @property
+    def model(self) -> str:
+        return self.spec.models[0].ref
+
+    @property
+    def caps(self) -> ModelCaps:
+        served = self.spec.models[0]
+        return served.adapter.caps(served.name)
+
+    @property
+    def resumed(self) -> bool:
+        return self._restored
+
+    @property
+    def turns(self) -> int:
+        return self.state.turns
+
+    @property
+    def max_turns(self) -> int | None:
+        """Turns allowed before the invocation settles `limit` (None: the driving framework's own limits)."""
+        return self._max_turns
+
+    def emit(self, event: AgentScoped, /) -> None:
+        self.host.emit(event)
+
     # -- model turns ---------------------------------------------------------------------------
     async def model_turn(
-        self, history: Sequence[Message], *, system: str | None, tools: Sequence[ToolSpec], tool_choice: str = "auto",
-        output: OutputSpec | None = None, max_output_tokens: int | None = None,
-    ) -> Turn:
+        self, history: Sequence[Message], *, system: str | None = None, tools: Sequence[ToolSpec] = (),
+        tool_choice: str = "auto", output: OutputSpec | None = None, max_output_tokens: int | None = None,
+    ) -> LoopTurn:
         """The reply to `history`: from the checkpoint when an earlier segment paid for it, else live."""
         served = self._replayed_turn(history)
         if served is not None:
@@ -161,9 +147,9 @@ class ForeignSession:
         state.messages.append(reply)
         self._number(reply)
         await self._checkpoint()
-        return Turn(reply, usage, cost, turn.finish_reason, state.served_by, replayed=False)
+        return LoopTurn(reply, usage, cost, turn.finish_reason, state.served_by, replayed=False)
 
-    def _replayed_turn(self, history: Sequence[Message]) -> Turn | None:
+    def _replayed_turn(self, history: Sequence[Message]) -> LoopTurn | None:
         journaled, n = self._transcript, len(history)
         if n >= len(journaled) or journaled[n].role != "assistant" or journaled[:n] != list(history):
             return None
@@ -173,7 +159,7 @@ class ForeignSession:
         usage = Usage.model_validate(meta.get("usage") or {})
         finish = cast("FinishReason | None", meta.get("finish_reason"))
         cost = meta.get("cost_usd")
-        return Turn(reply, usage, float(cost) if cost is not None else None, finish, meta.get("served_by"),
+        return LoopTurn(reply, usage, float(cost) if cost is not None else None, finish, meta.get("served_by"),
                     replayed=True)
 
     def _guard(self) -> None:
@@ -188,8 +174,8 @@ class ForeignSession:
             raise TurnStopped("cancelled", error, "budget")
         if self.signal is not None and self.signal.aborted:
             raise TurnStopped("cancelled", None, "cancelled")
-        if self.max_turns is not None and self.state.turns >= self.max_turns:
-            error = AgentError(kind="terminal", message=f"max_turns={self.max_turns} model turns reached")
+        if self._max_turns is not None and self.state.turns >= self._max_turns:
+            error = AgentError(kind="terminal", message=f"max_turns={self._max_turns} model turns reached")
             raise TurnStopped("limit", error, "max-turns")
 
     def _spec_tool(self, spec: ToolSpec) -> Tool:
@@ -208,10 +194,10 @@ class ForeignSession:
                 self._next_ordinal += 1
 
     # -- tool calls ----------------------------------------------------------------------------
-    def recorded_tool(self, call_id: str) -> Recorded | None:
+    def recorded_tool(self, call_id: str) -> RecordedTool | None:
         """The result an earlier segment checkpointed for this call (None: run it)."""
         part = self._results.get(call_id)
-        return Recorded.load(part.content) if part is not None else None
+        return RecordedTool.load(part.content) if part is not None else None
 
     async def run_tool(
         self, call_id: str, name: str, args: dict[str, Any], run: Callable[[str], Awaitable[Any]], *,
@@ -219,7 +205,7 @@ class ForeignSession:
     ) -> Any:
         """Dispatch one call through the effect ledger; `run(idempotency_key)` performs it.
 
-        Returns what `run` returned, or a `Recorded("unknown")` when the call is an orphan that is not run
+        Returns what `run` returned, or a `RecordedTool("unknown")` when the call is an orphan that is not run
         again. Exceptions from `run` propagate (the ledger has its `error` outcome row by then).
         """
         invoked = _Invoked()
@@ -233,10 +219,10 @@ class ForeignSession:
         self.host.emit(ToolStart(tool=name, call_id=call_id, ordinal=ordinal, args=_json_args(args)))
         value = await self.host.execute_tool(tool, args, call_id=call_id, ordinal=ordinal)
         if not invoked.called:
-            return Recorded("unknown", message=str(value))
+            return RecordedTool("unknown", message=str(value))
         return value
 
-    async def record_tool(self, call_id: str, name: str, recorded: Recorded) -> None:
+    async def record_tool(self, call_id: str, name: str, recorded: RecordedTool) -> None:
         """Checkpoint a call's result (before the driving framework sees it), and say how it ended."""
         pending = self.state.pending
         assert pending is not None
@@ -275,7 +261,7 @@ class ForeignSession:
 
 
 async def run_foreign(
-    spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, signal: Signal | None, drive: Drive,
+    spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, signal: Signal | None, loop: AgentLoop,
     max_turns: int | None = None,
 ) -> AgentResult:
     """The foreign loop of one invocation, from its checkpoint when an earlier segment left one."""
@@ -285,11 +271,10 @@ async def run_foreign(
     state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening)
     host.emit(AgentStart(label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
                          resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000]))
-    session = ForeignSession(spec, host, hooks, state, signal, restored=restored is not None)
-    session.max_turns = max_turns
+    session = ForeignSession(spec, host, hooks, state, signal, restored=restored is not None, max_turns=max_turns)
     reason: str | None = None
     try:
-        result = await drive(session)
+        result = await loop.run(session)
     except Exception as exc:
         stop = find_stop(exc)
         if stop is None:
@@ -298,54 +283,6 @@ async def run_foreign(
     if result.error is not None:
         host.emit(AgentFailed(status=result.status, error=result.error))
     host.emit(end_event(result, reason=reason or result.status, provider_calls=state.provider_calls))
-    return result
-
-
-def find_stop(exc: BaseException) -> TurnStopped | None:
-    """The `TurnStopped` behind `exc`: itself, inside an exception group, or the cause it was raised from."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    while todo:
-        e = todo.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, TurnStopped):
-            return e
-        if isinstance(e, BaseExceptionGroup):
-            todo.extend(e.exceptions)
-        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-    return None
-
-
-class ForeignAgentCall(AgentCall):
-    """`AgentCall` with its loop replaced by a foreign `drive` (one instance per invocation)."""
-
-    def __init__(self, base: AgentCall, drive: Drive, max_turns: int | None) -> None:
-        super().__init__(base.seg)
-        self._drive, self._max_turns = drive, max_turns
-        self._replay_facts = base._replay_facts
-
-    def _run_loop(self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks) -> Awaitable[AgentResult]:
-        return run_foreign(spec, host, hooks, self.seg.cancel, self._drive, self._max_turns)
-
-
-async def foreign_agent(
-    ctx: Ctx, drive: Drive, prompt: str, *, max_turns: int | None = None, **options: Any
-) -> AgentResult:
-    """Run `drive` as one agent invocation of `ctx`'s run; `options` are `ctx.agent`'s (`full` is implied).
-
-    Returns the `AgentResult` (live, or restored from the terminal on replay); budget refusals and cuts raise
-    `BudgetExhaustedError` as they do for `ctx.agent`.
-    """
-    base = ctx._agents
-    call = ForeignAgentCall(base, drive, max_turns)
-    try:
-        result = await call.call(prompt, full=True, **options)
-    finally:
-        base._replay_facts = base._replay_facts or call._replay_facts
-    if not isinstance(result, AgentResult):  # pragma: no cover - `full=True` always gives one
-        raise TetherError("a foreign agent call returned no AgentResult")
     return result
 
 
@@ -365,7 +302,7 @@ def _lower(a: int | None, b: int | None) -> int | None:
 
 
 def _never(**_: Any) -> Any:  # pragma: no cover - a request-only tool is never executed
-    raise TetherError("a foreign agent's tools run through ForeignSession.run_tool")
+    raise TetherError("a foreign agent's tools run through LoopSession.run_tool")
 
 
 def _json_args(args: dict[str, Any]) -> dict[str, Any]:

@@ -186,16 +186,6 @@ class PlaceholderModel:
         return self._fake.requests
 
 
-class _Watched(RunHandle):
-    """A handle that keeps the segment it drives, so the preview can read what was matched afterwards."""
-
-    segment: Segment | None = None
-
-    def _attach(self, segment: Segment) -> None:
-        super()._attach(segment)
-        self.segment = segment
-
-
 async def _no_resolution(run_id: str, key: str, value: Any) -> bool:
     return False
 
@@ -208,11 +198,13 @@ async def preview_fork(
     outputs = {e.label: e.value.get("output") for e in source if e.kind == "agent" and e.ref is not None
                and e.status == "ok" and e.label is not None and isinstance(e.value, dict)}
     events = EventStream(plan.run_id, [])
-    handle = _Watched(plan.run_id, events, _no_resolution)
+    handle = RunHandle(plan.run_id, events, _no_resolution)
+    driven: list[Segment] = []  # the segment that drives the preview, to read what it matched afterwards
+    handle.observe(driven.append)
 
     def label_of() -> str | None:
         """The label of the agent whose call is being answered (its frame's agent id, in the segment's index)."""
-        frame, seg = CURRENT_FRAME.get(None), handle.segment
+        frame, seg = CURRENT_FRAME.get(None), (driven[-1] if driven else None)
         if frame is None or seg is None or frame.agent_id is None:
             return None
         return next((e.label for e in seg.index.spend_entries
@@ -229,8 +221,8 @@ async def preview_fork(
         return scratch
 
     outcome = await drive(preview_services, opened, handle, events, plan.workflow, plan.args, plan.opts)
-    assert handle.segment is not None
-    return _report(plan, source, samples, handle.segment.index, outcome, services,
+    assert driven, "the preview's run never started a segment"
+    return _report(plan, source, samples, driven[-1].index, outcome, services,
                    fold_spend(plan.entries))
 
 

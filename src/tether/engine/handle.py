@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 E = TypeVar("E", bound=BaseEvent)
 
+SegmentObserver = Callable[["Segment"], None]
+"""Told the `Segment` that drives a run once it is wired, before the body runs (`RunHandle.observe`)."""
+
 
 class RunHandle:
     """Returned by `engine.start(...)` at once; `await handle` gives the `RunOutcome`."""
@@ -31,6 +34,7 @@ class RunHandle:
         self._cancel_reason: str | None = None
         self._hand_back: RunHandedBackError | None = None
         self._early: list[tuple[str, Any]] = []
+        self._observers: list[SegmentObserver] = []
 
     def _bind(self, task: asyncio.Task[RunOutcome]) -> None:
         self._task = task
@@ -43,6 +47,18 @@ class RunHandle:
             segment.hand_back(self._hand_back)
         for key, value in self._early:
             segment.waits.later(_resolve_early(segment, key, value))
+        for observer in self._observers:
+            observer(segment)
+
+    def observe(self, observer: SegmentObserver) -> None:
+        """Call `observer(segment)` when a segment starts driving this run (at once if one already does).
+
+        The engine's seam for code that reads what a run matched and wrote (a fork preview, a test
+        harness) without subclassing the handle; the `Segment` is engine-internal, not a stable API.
+        """
+        self._observers.append(observer)
+        if self._segment is not None:
+            observer(self._segment)
 
     async def result(self) -> RunOutcome:
         assert self._task is not None

@@ -18,6 +18,7 @@ from tether.agents.tool_budget import ToolBudget
 from tether.budget.tenant import Budget, check_budgets
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError
+from tether.contracts.loops import AgentLoop
 from tether.journal.cost import BUDGET_RAISED, UNPRICED_ALLOWED, decision_name
 from tether.journal.keys import GENESIS_KEY, args_hash
 from tether.mcp.source import ToolLike
@@ -110,6 +111,9 @@ class AgentOptions(TypedDict, total=False):
     `AgentResult.artifacts["patch"]`. Part of the identity."""
     repo: str | None
     """The repository for `isolation="worktree"` (default: the working directory)."""
+    loop: AgentLoop | None
+    """A foreign loop (`tether.AgentLoop`) that drives this invocation instead of tether's own, through the
+    `LoopSession` it is handed (docs/internals.md, "Extension seams"); `max_turns` binds it only when given."""
 
 
 AGENT_OPTION_NAMES = frozenset(AgentOptions.__annotations__)

@@ -16,7 +16,7 @@ from tether.integrations.pydantic_ai.run import ACTIVE_CTX, RunResult, run
 from tether.routing import ModelLike
 
 if TYPE_CHECKING:
-    from tether.engine.ctx import Ctx
+    from tether import Ctx
 
 DepsT = TypeVar("DepsT")
 OutputT = TypeVar("OutputT")

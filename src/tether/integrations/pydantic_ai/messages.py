@@ -17,7 +17,7 @@ from pydantic_ai.usage import RequestUsage
 from tether.contracts.errors import ConfigError
 from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from tether.contracts.stream import FinishReason
-from tether.engine.foreign_agent import Turn
+from tether.loops import LoopTurn
 
 METADATA_KEY = "tether"
 """Where a response tether produced keeps its canonical message."""
@@ -76,7 +76,7 @@ def response_message(response: pai.ModelResponse) -> Message:
     return Message(role="assistant", parts=tuple(parts))
 
 
-def to_response(turn: Turn, model_name: str) -> pai.ModelResponse:
+def to_response(turn: LoopTurn, model_name: str) -> pai.ModelResponse:
     """A tether reply as the `ModelResponse` pydantic-ai's graph continues from."""
     parts: list[pai.ModelResponsePart] = []
     for part in turn.message.parts:

@@ -22,13 +22,12 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 
-from tether.agents.host import OutputSpec
 from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ToolSpec
 from tether.contracts.stream import ModelCaps
-from tether.engine.foreign_agent import ForeignSession, Recorded
 from tether.integrations.pydantic_ai.messages import to_history, to_response
 from tether.journal.canonical import to_jsonable
+from tether.loops import LoopSession, OutputSpec, RecordedTool
 
 IDEMPOTENCY_KEY: ContextVar[str | None] = ContextVar("tether_pydantic_ai_idempotency_key", default=None)
 """The effect ledger's key of the tool call running in this task (values are per task, never shared)."""
@@ -41,7 +40,7 @@ class TetherModel(FunctionModel):
     capabilities (native structured output only where tether's adapter has it).
     """
 
-    def __init__(self, session: ForeignSession, ref: str, caps: ModelCaps) -> None:
+    def __init__(self, session: LoopSession, ref: str, caps: ModelCaps) -> None:
         self._session = session
         profile = ModelProfile(
             supports_tools=True, supports_json_schema_output=caps.structured_output == "native",
@@ -96,7 +95,7 @@ class TetherModel(FunctionModel):
 class TetherCapability(AbstractCapability[Any]):
     """Per run: keeps every request on the tether model and every tool execution on the journal."""
 
-    session: ForeignSession
+    session: LoopSession
     model: TetherModel
 
     def get_wrapper_model(self, model: Model) -> Model | None:
@@ -125,7 +124,7 @@ class TetherCapability(AbstractCapability[Any]):
 
 
 async def execute_tool(
-    session: ForeignSession, call: ToolCallPart, tool_def: ToolDefinition, handler: Callable[[], Awaitable[Any]]
+    session: LoopSession, call: ToolCallPart, tool_def: ToolDefinition, handler: Callable[[], Awaitable[Any]]
 ) -> Any:
     """One tool execution: its journaled result on resume, else run once through the effect ledger."""
     recorded = session.recorded_tool(call.tool_call_id)
@@ -144,20 +143,21 @@ async def execute_tool(
     try:
         value = await session.run_tool(call.tool_call_id, name, call.args_as_dict(), perform, idempotent=idempotent)
     except ToolRetryError as exc:
-        await session.record_tool(call.tool_call_id, name, Recorded("retry", message=_text(exc.tool_retry.content)))
+        await session.record_tool(call.tool_call_id, name, RecordedTool("retry", message=_text(exc.tool_retry.content)))
         raise
     except ToolFailedError as exc:
-        await session.record_tool(call.tool_call_id, name, Recorded("failed", message=_text(exc.tool_failed.content)))
+        failed = RecordedTool("failed", message=_text(exc.tool_failed.content))
+        await session.record_tool(call.tool_call_id, name, failed)
         raise
-    if isinstance(value, Recorded):  # an interrupted call of a tool that is not idempotent: not run again
+    if isinstance(value, RecordedTool):  # an interrupted call of a tool that is not idempotent: not run again
         await session.record_tool(call.tool_call_id, name, value)
         raise SkipToolExecution(value.message)
-    await session.record_tool(call.tool_call_id, name, Recorded("value", value=to_jsonable(
+    await session.record_tool(call.tool_call_id, name, RecordedTool("value", value=to_jsonable(
         value, what=f"the result of tool {name!r}")))
     return value
 
 
-def replay(recorded: Recorded) -> None:
+def replay(recorded: RecordedTool) -> None:
     """Hand pydantic-ai a journaled result as its tool would have: a value, a retry, a failure."""
     if recorded.kind == "retry":
         raise ModelRetry(recorded.message)

@@ -19,14 +19,14 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, TetherError
 from tether.contracts.results import AgentError, AgentResult, AgentStatus
 from tether.contracts.stream import ErrorKind
-from tether.engine.foreign_agent import ForeignSession, find_stop, foreign_agent
 from tether.integrations.pydantic_ai.model import TetherCapability, TetherModel
 from tether.journal.canonical import content_key
+from tether.loops import LoopSession, find_stop
 from tether.routing import ModelLike
 from tether.tools.definition import Tool
 
 if TYPE_CHECKING:
-    from tether.engine.ctx import Ctx
+    from tether import Ctx
 
 DepsT = TypeVar("DepsT")
 OutputT = TypeVar("OutputT")
@@ -114,8 +114,8 @@ async def run(
         key = content_key({"prompt": prompt, "history": history})
     bridge = _Bridge(ctx, agent, user_prompt, deps, message_history, model_settings, usage_limits, usage,
                      event_stream_handler)
-    result = await foreign_agent(
-        ctx, bridge.drive, prompt, max_turns=max_turns, model=model or tether_model(agent.model),
+    result = await ctx.agent(
+        prompt, loop=bridge, full=True, max_turns=max_turns, model=model or tether_model(agent.model),
         agent_type=f"pydantic-ai:{name}", key=key, label=label or name, est_cost=est_cost,
         max_output_tokens=max_output_tokens, output=_identity_schema(agent.output_type), tools=identity_tools(agent),
     )
@@ -123,7 +123,8 @@ async def run(
 
 
 class _Bridge(Generic[DepsT, OutputT]):
-    """Drives one pydantic-ai run on the session tether hands it; shapes what comes back."""
+    """The `tether.AgentLoop` of one pydantic-ai run: drives the agent on the session tether hands it; shapes
+    what comes back."""
 
     def __init__(
         self, ctx: Ctx, agent: AbstractAgent[DepsT, OutputT], user_prompt: str | Sequence[UserContent] | None,
@@ -137,9 +138,8 @@ class _Bridge(Generic[DepsT, OutputT]):
         self.run_usage: RunUsage | None = None
         self.raised: BaseException | None = None
 
-    async def drive(self, session: ForeignSession) -> AgentResult[Any]:
-        served = session.spec.models[0]
-        model = TetherModel(session, served.ref, served.adapter.caps(served.name))
+    async def run(self, session: LoopSession) -> AgentResult[Any]:
+        model = TetherModel(session, session.model, session.caps)
         before = dataclasses.replace(self.usage) if self.usage is not None else RunUsage()
         token = ACTIVE_CTX.set(self.ctx)
         try:
