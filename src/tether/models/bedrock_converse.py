@@ -274,8 +274,10 @@ class BedrockModel:
 
     async def aclose(self) -> None:
         """Close the client this adapter built (a client passed in stays the caller's)."""
-        if self._client is not None and self._owns_client:
-            await self._client.close()
+        async with self._lock:  # not while `client()` is building one
+            if self._client is not None and self._owns_client:
+                client, self._client = self._client, None  # the next call builds a fresh one
+                await client.close()
 
 
 def _configured_region(profile: str | None) -> str:

@@ -267,7 +267,8 @@ class GoogleModel:
     async def aclose(self) -> None:
         """Close the SDK client this adapter built (a client passed in stays the caller's)."""
         if self._client is not None and self._owns_client:
-            await self._client.aio.aclose()
+            client, self._client = self._client, None  # the next call builds a fresh one
+            await client.aio.aclose()
 
 
 def _check_setup(api_key: str | None, vertexai: bool, project: str | None, base_url: str | None) -> None:
