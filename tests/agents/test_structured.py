@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from loopkit import HooksDouble, HostDouble, make_spec, tool_results
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 import tether
 from tether.agents.loop import run_agent
@@ -148,6 +148,27 @@ async def test_schema_retries_exhausted_settle_schema_mismatch_with_issues() -> 
         ("rationale",),
     }
     assert fake.calls == 3  # the answer plus two re-prompts; never a silent cast
+    assert result.error.message == (
+        "output failed validation after 2 re-prompts: score: Input should be a valid number, unable to parse "
+        "string as a number; rationale: Field required"
+    )
+
+
+async def test_schema_mismatch_says_why_the_last_reply_failed_in_its_message() -> None:
+    fake = FakeModel(script=[Reply(text="Paris, of course.")] * 3, structured_output="prompt")
+    result = await run_agent(make_spec(fake, output=output_spec(Verdict)), HostDouble(), HooksDouble())
+    assert result.error is not None and result.error.kind == "schema-mismatch"
+    assert result.error.message == "output failed validation after 2 re-prompts: the reply holds no JSON value"
+
+
+async def test_a_long_validation_reason_is_cut_to_300_characters_and_the_issues_keep_it_all() -> None:
+    many = create_model("Many", **{f"field_{n:02}": (str, ...) for n in range(40)})  # type: ignore[call-overload]
+    fake = FakeModel(script=[Reply(text="{}")] * 3, structured_output="prompt")
+    result = await run_agent(make_spec(fake, output=output_spec(many)), HostDouble(), HooksDouble())
+    assert result.error is not None and result.error.issues is not None and len(result.error.issues) == 40
+    head = "output failed validation after 2 re-prompts: "
+    assert result.error.message.startswith(head + "field_00: Field required; field_01: Field required")
+    assert len(result.error.message) == len(head) + 300 and result.error.message.endswith("…")
 
 
 async def test_a_budget_refusal_on_a_re_prompt_turn_names_the_extract_stage() -> None:

@@ -183,8 +183,9 @@ ask = asker(NOVA, max_output_tokens=1024)
 # --- streams, one call at a time ----------------------------------------------------------------
 
 
-def test_the_encoder_reproduces_the_recorded_event_stream_byte_for_byte() -> None:
-    assert b"".join(encode("text.jsonl")) == (BEDROCK / "text.eventstream").read_bytes()
+@pytest.mark.parametrize("name", ["text", "server_tool"])
+def test_the_encoder_reproduces_the_recorded_event_stream_byte_for_byte(name: str) -> None:
+    assert b"".join(encode(f"{name}.jsonl")) == (BEDROCK / f"{name}.eventstream").read_bytes()
 
 
 async def test_recorded_text_streams_deltas_then_one_finish_with_bedrocks_usage() -> None:
@@ -197,6 +198,29 @@ async def test_recorded_text_streams_deltas_then_one_finish_with_bedrocks_usage(
     end = terminal(events_)
     assert end == Finish(reason="stop", usage=Usage(input_tokens=13, output_tokens=82))
     assert summed(events_) == end.usage
+
+
+NOVA2 = "us.amazon.nova-2-lite-v1:0"
+FINAL_RESULT = ToolSpec(name="final_result", parameters={
+    "type": "object", "properties": {"result": {"type": "number"}}, "required": ["result"]})
+# What Bedrock answered and ran itself in the recording: pydantic-ai's second request sends both back as they came.
+SERVER_USE = {"toolUse": {"toolUseId": "tooluse_MDxh6LALUXgZvnf9Dqd0fQ", "name": "nova_code_interpreter",
+                          "input": {"snippet": "1234 * 5678"}, "type": "server_tool_use"}}
+SERVER_RESULT = {"toolResult": {"toolUseId": "tooluse_MDxh6LALUXgZvnf9Dqd0fQ", "type": "nova_code_interpreter_result",
+                                "status": "success", "content": [
+                                    {"json": {"stdOut": "7006652", "stdErr": "", "exitCode": 0, "isError": False}}]}}
+
+
+async def test_a_server_tool_and_its_result_are_raw_parts_and_only_the_client_call_is_a_tool_call() -> None:
+    async with Bedrock(events("server_tool.eventstream")) as server:
+        events_ = await stream(server, ask("What is 1234 * 5678?", model=NOVA2, tools=(FINAL_RESULT,)))
+    starts = [e for e in events_ if isinstance(e, ToolCallStart)]
+    assert starts == [ToolCallStart(index=0, wire_id="tooluse_GAkD3pNGSYeUBAwXiRVwIQ", name="final_result")]
+    (end,) = [e for e in events_ if isinstance(e, ToolCallEnd)]
+    assert (end.index, end.name, end.args) == (0, "final_result", {"result": 7006652.0})
+    raws = [e.part for e in events_ if isinstance(e, RawPartEvent)]
+    assert raws == [RawPart(family="bedrock", data=SERVER_USE), RawPart(family="bedrock", data=SERVER_RESULT)]
+    assert terminal(events_) == Finish(reason="tool_calls", usage=Usage(input_tokens=1002, output_tokens=59))
 
 
 async def test_the_request_is_a_signed_converse_stream_call_with_system_and_max_tokens() -> None:
@@ -673,3 +697,40 @@ async def test_engine_thinking_costs_what_genai_prices_charges(tmp_path: Path) -
         outcome, result = await run_engine(server, model, ask_flow, tmp_path)
     assert result["output"] == "Hello! How are you doing today? Is there anything I can help you with?"
     assert_cost(outcome, result, genai_cost(model, "thinking.jsonl"))
+
+
+@tether.tool
+def final_result(result: float) -> str:
+    """The final response which ends this conversation."""
+    return "Final result processed."
+
+
+async def test_engine_leaves_a_server_tool_to_bedrock_and_sends_its_blocks_back_unchanged(tmp_path: Path) -> None:
+    ran: list[str] = []
+
+    @tether.tool(name="nova_code_interpreter")
+    def local_interpreter(snippet: str) -> str:
+        """A local tool of the server tool's name: it must never run."""
+        ran.append(snippet)
+        return "local"
+
+    @tether.workflow(name="bedrock-server-tool")
+    async def flow(ctx: tether.Ctx, prompt: str) -> dict[str, Any]:
+        return summary(await ctx.agent(prompt, tools=[final_result, local_interpreter], full=True))
+
+    # The second reply is any recorded Nova answer: what matters is the request that asks for it.
+    async with Bedrock(events("server_tool.eventstream"), events("text.jsonl")) as server:
+        outcome, result = await run_engine(server, NOVA2, flow, tmp_path, prompt="What is 1234 * 5678?")
+    assert (result["status"], result["finish_reason"], result["turns"]) == ("ok", "stop", 2)
+    assert ran == []
+    assistant, user = server.requests[1]["body"]["messages"][1:3]
+    # pydantic-ai's recorded follow-up request, with tether's wire id for the client call
+    assert assistant == {"role": "assistant", "content": [
+        SERVER_USE, SERVER_RESULT,
+        {"toolUse": {"toolUseId": "tooluse_call_1_0", "name": "final_result", "input": {"result": 7006652.0}}},
+    ]}
+    assert user == {"role": "user", "content": [{"toolResult": {
+        "toolUseId": "tooluse_call_1_0", "content": [{"text": "Final result processed."}], "status": "success"}}]}
+    usage = result["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (1002 + 13, 59 + 82)
+    assert_cost(outcome, result, genai_cost(NOVA2, "server_tool.jsonl") + genai_cost(NOVA2, "text.jsonl"))

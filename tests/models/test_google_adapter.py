@@ -36,6 +36,7 @@ from tether.contracts import (
     ToolCallStart,
     ToolSpec,
     Usage,
+    UsageDelta,
 )
 from tether.models.google_genai import GoogleModel, build_contents
 from tether.pricing import bundled_model_info
@@ -44,6 +45,7 @@ from tether.testing import cassette
 KEY = "AIzaSyTEST-tether-0123456789abcdefghij"
 FLASH = "gemini-2.5-flash"
 PRO3 = "gemini-3-pro-preview"
+FLASH20 = "gemini-2.0-flash"
 # The thought signature pydantic-ai's recorded second request sent back for the recorded get_country call.
 SENT_SIGNATURE = (
     "Et8ECtwEAXLI2nyCB1jKZUE4ZxdH07XhZlpU7X7tlcbNO8oQurN910Rmh6fTq1azIzM7kzq_xMB7GilOxBK6VMDoMgkGuIHttwPgPiwD2jO3a3ra"
@@ -89,7 +91,7 @@ async def test_plain_text_finishes_stop_with_thinking_tokens_counted_as_output(k
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["The capital of France is **Paris**."]
     end = terminal(events)
     assert end == Finish(reason="stop", usage=Usage(input_tokens=15, output_tokens=8 + 16, reasoning_tokens=16))
-    assert summed(events) == end.usage
+    assert summed(events) == Usage(output_tokens=8 + 16, reasoning_tokens=16)  # input is settled by the Finish
 
 
 async def test_streamed_text_arrives_chunk_by_chunk_and_the_last_usage_snapshot_wins(kit: Any) -> None:
@@ -97,7 +99,30 @@ async def test_streamed_text_arrives_chunk_by_chunk_and_the_last_usage_snapshot_
     events = await run(gemini(wire), ask(model=PRO3))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["The capital of Mexico", " is Mexico City."]
     assert terminal(events) == Finish(reason="stop", usage=Usage(input_tokens=165, output_tokens=8))
-    assert summed(events) == terminal(events).usage
+    assert summed(events) == Usage(output_tokens=8)
+
+
+async def test_the_final_usage_snapshot_settles_a_prompt_count_revised_down_and_no_delta_is_a_credit(
+    kit: Any,
+) -> None:
+    # Gemini 2.0 reports 169 prompt tokens in the first chunk and corrects them to 63 in the last.
+    assert [c["usageMetadata"]["promptTokenCount"] for c in chunks("tools3_answer.sse")] == [169, 63]
+    wire = kit.wire(kit.sse("google", "tools3_answer.sse"))
+    events = await run(gemini(wire), ask(model=FLASH20))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The temperature in Paris is 30°C."
+    assert terminal(events) == Finish(reason="stop", usage=Usage(input_tokens=63, output_tokens=11))
+    deltas = [e.usage for e in events if isinstance(e, UsageDelta)]
+    assert deltas == [Usage(output_tokens=11)]  # input is never metered from an interim count
+    assert summed(events).minus(terminal(events).usage).is_empty()  # what was metered never exceeds the total
+
+
+async def test_a_stream_cut_before_its_last_chunk_is_charged_the_interim_count_it_reached(kit: Any) -> None:
+    first = (WIRE / "google" / "tools3_answer.sse").read_bytes().split(b"\r\n\r\n")[0] + b"\r\n\r\n"
+    wire = kit.wire(httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=first))
+    events = await run(gemini(wire), ask(model=FLASH20))
+    end = terminal(events)
+    assert isinstance(end, StreamError) and (end.kind, end.retryable) == ("transport", True)
+    assert end.usage == Usage(input_tokens=169, approximate=True)  # metered so far: the best count there is
 
 
 async def test_the_request_goes_to_stream_generate_content_with_the_key_in_a_header(kit: Any) -> None:
@@ -620,3 +645,38 @@ async def test_a_recorded_cassette_replays_the_tool_round_trip_offline_without_t
     assert (recorder.recorded, player.replayed) == (2, 2)
     assert KEY not in path.read_text()
     assert SENT_SIGNATURE.replace("-", "+").replace("_", "/") in path.read_text()  # the raw part is kept
+
+
+@tether.tool
+def get_capital(country: str) -> str:
+    """The capital of a country."""
+    return "Paris"
+
+
+@tether.tool
+def get_temperature(city: str) -> str:
+    """The temperature in a city."""
+    return "30°C"
+
+
+@tether.workflow(name="google-weather")
+async def weather_flow(ctx: tether.Ctx, prompt: str) -> dict[str, Any]:
+    return summary(await ctx.agent(prompt, tools=[get_capital, get_temperature], full=True))
+
+
+async def test_engine_three_turn_tool_run_is_billed_the_final_prompt_counts_not_the_interim_ones(
+    kit: Any, tmp_path: Path,
+) -> None:
+    names = ("tools3_capital.sse", "tools3_temperature.sse", "tools3_answer.sse")
+    wire = kit.wire(*(kit.sse("google", name) for name in names))
+    outcome, result = await run_engine(gemini(wire), FLASH20, weather_flow, tmp_path,
+                                       "What is the temperature of the capital of France?")
+    assert (result["status"], result["output"], result["finish_reason"], result["turns"]) == (
+        "ok", "The temperature in Paris is 30°C.", "stop", 3)
+    finals = [chunks(name)[-1] for name in names]
+    billed = sum(body["usageMetadata"]["promptTokenCount"] for body in finals)
+    assert billed == 36 + 48 + 63  # the largest counts seen would have been 36 + 48 + 169
+    assert (result["usage"]["input_tokens"], result["usage"]["output_tokens"]) == (billed, 5 + 5 + 11)
+    assert_cost(outcome, result, genai_cost(FLASH20, *finals))
+    sent = [part for body in wire.bodies[1:] for content in body["contents"] for part in content["parts"]]
+    assert {"functionResponse": {"id": "call_1_0", "name": "get_capital", "response": {"output": "Paris"}}} in sent

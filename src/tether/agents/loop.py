@@ -38,6 +38,8 @@ MAX_PAUSE_CONTINUATIONS = 4
 """Paused replies (Anthropic `pause_turn`) continued in a row before the invocation settles `limit`."""
 MAX_EMPTY_REASKS = 1
 """Empty replies re-asked before the invocation settles `error` ("no content")."""
+REASON_CHARS = 300
+"""How much of the last validator's messages a `schema-mismatch` error's message carries (`issues` holds them all)."""
 
 
 def _no_emit_issue() -> Issue:
@@ -262,9 +264,11 @@ class _AgentLoop:
         """Re-prompt with the issues, or settle `schema-mismatch` once the re-prompts are spent."""
         state = self.state
         if state.schema_retries_used >= self.spec.schema_retries:
+            reason = _validation_reason(issues)
             error = AgentError(
                 kind="schema-mismatch",
-                message=f"output failed validation after {state.schema_retries_used} re-prompts",
+                message=f"output failed validation after {state.schema_retries_used} re-prompts"
+                + (f": {reason}" if reason else ""),
                 issues=issues,
             )
             return self._finish("error", error=error, reason="schema-mismatch")
@@ -385,6 +389,17 @@ class _AgentLoop:
             error=error,
             tool_budget=self.gate.summary(limited=limited),
         )
+
+
+def _validation_reason(issues: list[Issue]) -> str:
+    """The last attempt's validator messages as one line (`loc: msg; ...`), cut to `REASON_CHARS`."""
+    said = []
+    for issue in issues:
+        loc = ".".join(str(p) for p in issue.get("loc") or ())
+        msg = " ".join(str(issue.get("msg") or "").split())
+        said.append(f"{loc}: {msg}" if loc else msg)
+    reason = "; ".join(s for s in said if s)
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
 
 
 def _issue(issue: Issue) -> SchemaIssue:

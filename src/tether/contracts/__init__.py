@@ -24,6 +24,7 @@ from tether.contracts.prices import Price, Tier
 from tether.contracts.protocols import (
     BudgetHooks,
     ChatModel,
+    ClosableModel,
     ExecRequest,
     ExecResult,
     Executor,
@@ -58,6 +59,7 @@ __all__ = [
     "ChatEvent",
     "ChatModel",
     "ChatRequest",
+    "ClosableModel",
     "Event",
     "ExecRequest",
     "ExecResult",

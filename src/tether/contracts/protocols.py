@@ -128,6 +128,14 @@ class ChatModel(Protocol):
     def stream(self, request: ChatRequest, signal: Signal | None = None) -> AsyncIterator[ChatEvent]: ...
 
 
+@runtime_checkable
+class ClosableModel(ChatModel, Protocol):
+    """An adapter that opens connections (its SDK client): `Engine.close` calls `aclose`, which releases what
+    the adapter opened itself (a client passed in stays the caller's) and leaves it usable again."""
+
+    async def aclose(self) -> None: ...
+
+
 class ExecRequest(BaseModel):
     """One tool dispatch handed to an executor."""
 

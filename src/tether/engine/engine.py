@@ -21,7 +21,7 @@ from tether.contracts.entries import JournalEntry, Lease, RunMeta
 from tether.contracts.errors import ConfigError, JournalSealedError, LeaseHeldError, RunNotFoundError
 from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
-from tether.contracts.protocols import ChatModel, JournalStore, LeasableStore
+from tether.contracts.protocols import ChatModel, ClosableModel, JournalStore, LeasableStore
 from tether.contracts.schedules import Schedule
 from tether.engine import queue as run_queue
 from tether.engine.budget_suspension import budget_need, raise_of
@@ -210,6 +210,10 @@ class Engine:
         self._store_spec = store
 
     async def close(self) -> None:
+        """Close the store and every adapter's SDK client (a later call opens them afresh)."""
+        for adapter in self.adapters.values():
+            if isinstance(adapter, ClosableModel):
+                await adapter.aclose()
         if self._store is not None:
             await self._store.close()
             self._store = None

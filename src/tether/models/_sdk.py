@@ -265,4 +265,5 @@ class SdkAdapter(Generic[ClientT]):
     async def aclose(self) -> None:
         """Close the SDK client this adapter built (a client passed in stays the caller's)."""
         if self._client is not None and self._owns_client:
-            await self._client.close()
+            client, self._client = self._client, None  # the next call builds a fresh one
+            await client.close()

@@ -22,6 +22,8 @@ from tether.contracts.stream import (
 )
 from tether.contracts.usage import Usage
 
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
 
 @dataclass
 class UsageMeter:
@@ -54,6 +56,19 @@ class UsageMeter:
         )
         inc = Usage(**{k: getattr(self.total, k) - getattr(old, k) for k in seen})
         return None if inc == Usage() else UsageDelta(usage=inc)
+
+    def revise(self, snapshot: Usage, *, held: frozenset[str]) -> UsageDelta | None:
+        """Record a snapshot the provider may still revise down (Gemini's interim counts); returns the increment.
+
+        The counts in `held` are the snapshot's as they stand (the last snapshot wins) and are never
+        metered live: the terminal event's total settles them. The others are metered as they grow and
+        never fall below what was metered, so a smaller later count is never a credit.
+        """
+        old = self.total
+        counts = {k: getattr(snapshot, k) if k in held else max(getattr(old, k), getattr(snapshot, k)) for k in _COUNTS}
+        self.total = Usage(**counts)
+        inc = Usage(**{k: counts[k] - getattr(old, k) for k in _COUNTS if k not in held})
+        return None if inc.is_empty() else UsageDelta(usage=inc)
 
     def partial(self) -> Usage | None:
         """Usage so far of an unfinished stream, or None if nothing was seen.

@@ -21,7 +21,7 @@ from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, Finish, FinishReason, ModelCaps, RawPartEvent, StreamError, TextDelta
 from tether.models._sdk import CapsOverride, Traits, build_caps, closed_schema, user_and_assistant_turns, wire_tool_id
 from tether.models._sdk_errors import classify_error, error_from_exception, redact_secrets
-from tether.models._sdk_stream import ToolCallBuffer, UsageMeter, drive
+from tether.models._sdk_stream import ToolCallBuffer, UsageMeter, drive, parse_args
 
 REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 CHAIN = (
@@ -274,8 +274,10 @@ class BedrockModel:
 
     async def aclose(self) -> None:
         """Close the client this adapter built (a client passed in stays the caller's)."""
-        if self._client is not None and self._owns_client:
-            await self._client.close()
+        async with self._lock:  # not while `client()` is building one
+            if self._client is not None and self._owns_client:
+                client, self._client = self._client, None  # the next call builds a fresh one
+                await client.close()
 
 
 def _configured_region(profile: str | None) -> str:
@@ -305,14 +307,18 @@ class _Translator:
         self.meter = UsageMeter()
         self.tools = ToolCallBuffer()
         self.reasoning: dict[int, dict[str, Any]] = {}
+        self.server = _ServerBlocks()
         self.reason: FinishReason | None = None
 
     def feed(self, event: Mapping[str, Any]) -> Iterator[ChatEvent]:
         if "contentBlockStart" in event:
             body = event["contentBlockStart"]
-            start = body.get("start", {}).get("toolUse")
-            if start is not None:
-                yield self.tools.start(body["contentBlockIndex"], start["toolUseId"], start["name"])
+            start = body.get("start", {})
+            if self.server.start(body["contentBlockIndex"], start):
+                return  # Bedrock runs it and answers it in the same message: never a client call
+            if start.get("toolUse") is not None:
+                call = start["toolUse"]
+                yield self.tools.start(body["contentBlockIndex"], call["toolUseId"], call["name"])
         elif "contentBlockDelta" in event:
             body = event["contentBlockDelta"]
             yield from self._delta(body["contentBlockIndex"], body.get("delta", {}))
@@ -334,7 +340,9 @@ class _Translator:
         )
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> Iterator[ChatEvent]:
-        if delta.get("text"):
+        if index in self.server:
+            self.server.delta(index, delta)
+        elif delta.get("text"):
             yield TextDelta(text=delta["text"])
         elif "toolUse" in delta:
             event = self.tools.delta(index, delta["toolUse"].get("input", ""))
@@ -349,7 +357,9 @@ class _Translator:
                 block["redacted"] = base64.b64encode(part["redactedContent"]).decode()
 
     def _stop(self, index: int) -> Iterator[ChatEvent]:
-        if index in self.tools:
+        if index in self.server:
+            yield RawPartEvent(part=RawPart(family=self.family, data=self.server.stop(index)))
+        elif index in self.tools:
             end = self.tools.end(index)
             if end is not None:
                 yield end
@@ -374,6 +384,48 @@ class _Translator:
         )
         if inc is not None:
             yield inc
+
+
+class _ServerBlocks:
+    """Server-side tool blocks being streamed (a Nova `server_tool_use` and Bedrock's own `toolResult` for it).
+
+    Each is kept whole, as Converse takes it back, for a raw part: the engine never runs it.
+    """
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.inputs: dict[int, str] = {}
+
+    def __contains__(self, index: int) -> bool:
+        return index in self.blocks
+
+    def start(self, index: int, start: Mapping[str, Any]) -> bool:
+        """Open `index` if its start is a server tool's use or a result; False for anything else."""
+        use, result = start.get("toolUse"), start.get("toolResult")
+        if isinstance(use, Mapping) and use.get("type") == "server_tool_use":
+            self.blocks[index] = {"toolUse": {**use, "input": {}}}
+            self.inputs[index] = ""
+        elif isinstance(result, Mapping):  # only server tools' results arrive in an assistant message
+            self.blocks[index] = {"toolResult": {**result, "content": []}}
+        else:
+            return False
+        return True
+
+    def delta(self, index: int, delta: Mapping[str, Any]) -> None:
+        if "toolUse" in delta:
+            self.inputs[index] += delta["toolUse"].get("input", "")
+        content = self.blocks[index].get("toolResult", {}).get("content")
+        for item in delta.get("toolResult", ()) if content is not None else ():
+            if "text" in item and content and "text" in content[-1]:
+                content[-1] = {"text": content[-1]["text"] + item["text"]}  # one text block, as Converse sends it
+            else:
+                content.append(dict(item))
+
+    def stop(self, index: int) -> dict[str, Any]:
+        block = self.blocks.pop(index)
+        if index in self.inputs:
+            block["toolUse"]["input"] = parse_args(self.inputs.pop(index)) or {}
+        return block
 
 
 def redact(text: str, secrets: tuple[str | None, ...]) -> str:

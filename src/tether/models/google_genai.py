@@ -18,6 +18,7 @@ from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ChatRequest, Message, OutputFormat, RawPart, TextPart, ToolResultPart
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, Finish, FinishReason, ModelCaps, RawPartEvent, StreamError, TextDelta
+from tether.contracts.usage import Usage
 from tether.journal.canonical import canonical_json
 from tether.models._sdk import CapsOverride, Traits, build_caps, wire_tool_id
 from tether.models._sdk_errors import classify_error, error_from_exception, parse_retry_after, redact_secrets
@@ -35,6 +36,8 @@ _FINISH: dict[str, FinishReason] = {
 _VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
 # Gemini 2.5 takes a thinking budget in tokens; Gemini 3 takes a level.
 _BUDGETS = {"low": 1_024, "medium": 8_192, "high": 24_576}
+_SETTLED_AT_END = frozenset({"input_tokens", "cache_read_tokens"})
+"""Usage counts Gemini revises down in its last chunk: not metered live, settled by the terminal's total."""
 _CONTEXT_HINTS = ("input token count", "exceeds the maximum number of tokens", "context window", "too long")
 
 
@@ -264,7 +267,8 @@ class GoogleModel:
     async def aclose(self) -> None:
         """Close the SDK client this adapter built (a client passed in stays the caller's)."""
         if self._client is not None and self._owns_client:
-            await self._client.aio.aclose()
+            client, self._client = self._client, None  # the next call builds a fresh one
+            await client.aio.aclose()
 
 
 def _check_setup(api_key: str | None, vertexai: bool, project: str | None, base_url: str | None) -> None:
@@ -324,13 +328,17 @@ class _Translator:
         )
 
     def _usage(self, usage: Any) -> Iterator[ChatEvent]:
+        # Each chunk's `usageMetadata` is a snapshot of the whole call, and Gemini 2.x revises its prompt
+        # count down in the last one (169, then 63): the input side is settled from the final snapshot
+        # (the Finish carries it), only output growth is metered live.
         thoughts = usage.thoughts_token_count or 0
-        inc = self.meter.advance(
-            input=(usage.prompt_token_count or 0) + (usage.tool_use_prompt_token_count or 0),
-            output=(usage.candidates_token_count or 0) + thoughts,
-            cache_read=usage.cached_content_token_count,
-            reasoning=thoughts,
+        snapshot = Usage(
+            input_tokens=(usage.prompt_token_count or 0) + (usage.tool_use_prompt_token_count or 0),
+            output_tokens=(usage.candidates_token_count or 0) + thoughts,
+            cache_read_tokens=usage.cached_content_token_count or 0,
+            reasoning_tokens=thoughts,
         )
+        inc = self.meter.revise(snapshot, held=_SETTLED_AT_END)
         if inc is not None:
             yield inc
 

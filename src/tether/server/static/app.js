@@ -473,7 +473,8 @@
         h("dt", {}, "status"), h("dd", {}, pill(o.status)),
         h("dt", {}, "settled"), h("dd", {}, stamp(o.at)),
         o.pending.length ? [h("dt", {}, "pending"), h("dd", { class: "mono" }, o.pending.join(", "))] : null,
-        o.error ? [h("dt", {}, "error"), h("dd", {}, json(o.error))] : null,
+        o.error ? [h("dt", {}, "error"), h("dd", {}, typeof o.error.message === "string"
+          ? [h("div", { "data-testid": "outcome-error" }, o.error.message), json(o.error)] : json(o.error))] : null,
         h("dt", {}, "value"), h("dd", {}, o.value === null ? h("span", { class: "muted" }, "none") : json(o.value)),
         h("dt", {}, "args"), h("dd", {}, json(det.args))));
     }
