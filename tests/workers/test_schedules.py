@@ -14,7 +14,7 @@ from workerkit import requests, run_cli, spawn_worker, workers
 import tether
 from tether.contracts.schedules import Schedule
 from tether.stores.postgres import PostgresStore
-from tether.worker.schedules import due_ticks, tick_run_id
+from tether.worker.schedules import due_ticks, next_tick, tick_run_id
 
 
 @pytest.fixture
@@ -46,6 +46,17 @@ async def test_a_bad_cron_or_a_store_without_schedules_is_a_config_error(
     with pytest.raises(tether.ConfigError, match="PostgreSQL"):
         await local.schedule("ticked", cron="* * * * *")
     await local.close()
+
+
+async def test_a_feb_31_cron_is_a_typed_config_error_and_nothing_is_stored(
+    sched_client: tuple[tether.Engine, PostgresStore],
+) -> None:
+    engine, store = sched_client
+    with pytest.raises(tether.ConfigError, match="never fires"):
+        await engine.schedule("ticked", cron="0 0 31 2 *")
+    with pytest.raises(tether.ConfigError, match="never fires"):
+        next_tick("0 0 30 2 *", time.time())
+    assert await store.schedule_list() == []
 
 
 async def test_declaring_a_schedule_again_keeps_its_next_tick(sched_client: tuple[tether.Engine, PostgresStore]) -> None:

@@ -170,6 +170,8 @@ class ToolRunner:
             outcome = exc.outcome
             if outcome == "timeout":  # typed, like "[effect unknown]": the model knows nothing came back
                 result = _error(call, f"[timeout] {exc.message}")
+            elif exc.limit is not None:  # `[max_memory_bytes] ...`: which resource cap stopped the call
+                result = _error(call, exc.message)
             else:
                 result = _error(call, f"tool '{tool.name}' failed: {type(exc).__name__}: {exc}")
         except Exception as exc:

@@ -17,9 +17,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tether.audit.coverage import check_blobs, check_meta, referenced_blobs, unchained_parts
 from tether.audit.signing import sign, signature_holds
-from tether.audit.verify import AuditError, Verified, check_cost, fail, verify_entries, verify_texts
-from tether.contracts.entries import JournalEntry
+from tether.audit.verify import (
+    AuditError,
+    Verified,
+    check_beyond_entries,
+    check_cost,
+    fail,
+    verify_entries,
+    verify_texts,
+)
 from tether.contracts.prices import Price
 from tether.contracts.protocols import JournalStore
 from tether.journal.canonical import canonical_json
@@ -27,29 +35,13 @@ from tether.stores.codec import entry_json
 
 FORMAT = "tether-audit-bundle"
 VERSION = 1
+MEMBERS = frozenset({"format", "version", "run_id", "exported_at", "meta", "entries", "effects", "blobs", "cost",
+                     "prices", "head", "signature"})
+"""A bundle's members: any other is refused (the format is closed)."""
+SIGNATURE_MEMBERS = frozenset({"alg", "public_key", "signature"})
+HEAD_MEMBERS = frozenset({"seq", "link"})
 
-
-async def referenced_blobs(store: JournalStore, run_id: str, entries: list[JournalEntry]) -> dict[str, bytes]:
-    """The blobs the journal references: each agent's checkpoint head and the transcript chunks it lists."""
-    from tether.engine.checkpoint import checkpoint_key, chunk_key
-
-    keys = {e.checkpoint_ref for e in entries if e.checkpoint_ref}
-    keys |= {checkpoint_key(run_id, e.seq) for e in entries if e.kind == "agent" and e.ref is None and e.seq}
-    out: dict[str, bytes] = {}
-    for key in sorted(keys):
-        data = await store.get_blob(key)
-        if data is None:
-            continue
-        out[key] = data
-        try:
-            chunks = int(json.loads(data).get("chunks", 0))
-        except (ValueError, AttributeError, TypeError):
-            chunks = 0
-        for i in range(chunks):
-            chunk = await store.get_blob(chunk_key(key, i))
-            if chunk is not None:
-                out[chunk_key(key, i)] = chunk
-    return out
+__all__ = ["build_bundle", "read_bundle", "referenced_blobs", "signed_bytes", "verify_bundle", "write_bundle"]
 
 
 async def build_bundle(
@@ -59,6 +51,7 @@ async def build_bundle(
     """The bundle of `run_id` as a JSON object (unsigned), after verifying the live record it is made of."""
     entries = await store.load(run_id)
     verified = verify_entries(run_id, entries, allow_unchained=allow_unchained)
+    blobs = await check_beyond_entries(store, verified)  # a forged meta or blob is refused, never signed
     meta = await store.get_meta(run_id)
     models = sorted({m for e in entries for m in (e.costs or {}) | (e.usage_by_model or {})})
     rows = {m: p.model_dump(mode="json") for m in models if price_of is not None and (p := price_of(m)) is not None}
@@ -67,7 +60,7 @@ async def build_bundle(
         "meta": None if meta is None else meta.model_dump(mode="json"),
         "entries": [entry_json(e, e.seq or 0) for e in entries],
         "effects": await store.load_effects(run_id),
-        "blobs": {k: base64.b64encode(v).decode() for k, v in (await referenced_blobs(store, run_id, entries)).items()},
+        "blobs": {k: base64.b64encode(v).decode() for k, v in blobs.items()},
         "cost": verified.cost.model_dump(mode="json"),
         "prices": rows,
         "head": verified.head.to_json(),
@@ -104,6 +97,9 @@ def read_bundle(path: str | os.PathLike[str]) -> tuple[dict[str, Any], bytes]:
     except ValueError as exc:
         raise AuditError(f"{where} is not a tether bundle: it is not JSON ({exc}); a byte of it was changed, or "
                          f"it is not a file tether export wrote", path=str(where), why="bundle") from None
+    except RecursionError:
+        raise AuditError(f"{where} is not a tether bundle: its JSON nests deeper than any bundle tether writes",
+                         path=str(where), why="bundle") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise AuditError(f"{where} is not a tether audit bundle (no format {FORMAT!r}); make one with tether export",
                          path=str(where), why="bundle")
@@ -115,14 +111,14 @@ def verify_bundle(
 ) -> Verified:
     """Check a bundle offline: its bytes, signature, every entry's checksum and link, its head and its cost fold."""
     doc, raw = read_bundle(path)
-    run_id = str(doc.get("run_id", "?"))
-    if doc.get("version") != VERSION:
-        raise fail(run_id, "bundle", f"the bundle is version {doc.get('version')!r}; this tether reads "
-                   f"version {VERSION}")
-    texts = doc.get("entries")
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise fail(run_id, "bundle", "the bundle's entries are not a list of stored entry texts")
+    run_id = doc["run_id"] if isinstance(doc.get("run_id"), str) else "?"
+    version = doc.get("version")
+    if type(version) is not int or version != VERSION:
+        raise fail(run_id, "bundle", f"the bundle is version {version!r}; this tether reads version {VERSION}")
+    _check_shape(run_id, doc)
+    texts: list[str] = doc["entries"]
     verified = verify_texts(run_id, texts, str(path), allow_unchained=allow_unchained)
+    _check_entry_members(run_id, verified)
     checks = verified.checks
     if canonical_json(doc) != raw.rstrip(b"\n"):
         raise fail(run_id, "bundle", "the file is not the canonical form tether export writes: it was edited "
@@ -137,7 +133,65 @@ def verify_bundle(
     recorded = doc.get("cost")
     check_cost(run_id, verified.cost, recorded if isinstance(recorded, dict) else {})
     checks.append("recorded totals")
+    blobs = {k: _blob_bytes(run_id, k, v) for k, v in doc["blobs"].items()}
+    verified.blobs, loose = check_blobs(run_id, verified.entries, blobs)
+    check_meta(run_id, doc["meta"], verified.entries, verified.cost)
+    checks += ["blobs", "meta"]
+    verified.not_covered = [*unchained_parts(loose, len(doc["effects"]), prices=bool(doc["prices"])),
+                            "exported_at (the signature alone vouches for these)"]
     return verified
+
+
+def _check_shape(run_id: str, doc: dict[str, Any]) -> None:
+    """The bundle's members and their JSON types, exactly: the format is closed (an added member, `true` for a
+    number, is refused rather than carried under the signature unread)."""
+    extra = sorted(set(doc) - MEMBERS)
+    if extra:
+        raise fail(run_id, "bundle", f"the bundle has a member {extra[0]!r} this format does not define: it was "
+                   f"added after export")
+    expected: dict[str, tuple[type, ...]] = {
+        "run_id": (str,), "exported_at": (int, float), "entries": (list,), "effects": (list,), "blobs": (dict,),
+        "cost": (dict,), "prices": (dict,), "head": (dict,), "meta": (dict, type(None)),
+    }
+    for name, types in expected.items():
+        if name not in doc or type(doc[name]) not in types:
+            raise fail(run_id, "bundle", f"the bundle's {name!r} is {type(doc.get(name)).__name__}, not "
+                       f"{' or '.join(t.__name__ for t in types)} (or it is missing)")
+    if not all(type(t) is str for t in doc["entries"]):
+        raise fail(run_id, "bundle", "the bundle's entries are not a list of stored entry texts")
+    if not all(type(r) is dict for r in doc["effects"]) or not all(
+            type(k) is str and type(v) is dict for k, v in doc["prices"].items()):
+        raise fail(run_id, "bundle", "the bundle's effects or prices are not JSON objects")
+    head = doc["head"]
+    if set(head) != HEAD_MEMBERS or type(head["seq"]) is not int or type(head["link"]) is not str:
+        raise fail(run_id, "bundle", f"the bundle's head must be exactly {{seq: integer, link: text}}, not {head!r}")
+    member = doc.get("signature")
+    if member is not None and (type(member) is not dict or set(member) != SIGNATURE_MEMBERS
+                               or not all(type(v) is str for v in member.values())):
+        found = sorted(member) if type(member) is dict else member
+        raise fail(run_id, "signature", f"the bundle's signature member must be exactly "
+                   f"{{{', '.join(sorted(SIGNATURE_MEMBERS))}}} (texts), not {found!r}")
+
+
+def _check_entry_members(run_id: str, verified: Verified) -> None:
+    """A bundle's entries hold only members this version writes (a live store keeps a newer one's; a bundle is
+    checked whole, so a member nothing here reads is refused)."""
+    for e in verified.entries:
+        if e.unknown:
+            raise fail(run_id, "bundle", f"the entry has a member {sorted(e.unknown)[0]!r} this tether does not "
+                       f"know: it was written by a newer tether (verify with it) or forged", e.seq)
+
+
+def _blob_bytes(run_id: str, key: str, text: Any) -> bytes:
+    if type(text) is str:
+        try:
+            data = base64.b64decode(text, validate=True)
+        except ValueError:
+            pass
+        else:
+            if base64.b64encode(data).decode() == text:
+                return data
+    raise fail(run_id, "bundle", f"the bundle's blob {key!r} is not canonical base64")
 
 
 def _check_signature(run_id: str, doc: dict[str, Any], public_key: str | os.PathLike[str] | None,
@@ -149,8 +203,6 @@ def _check_signature(run_id: str, doc: dict[str, Any], public_key: str | os.Path
                        f"signature by that key")
         checks.append("unsigned")
         return
-    if not isinstance(member, dict):
-        raise fail(run_id, "signature", "the bundle's signature member is not an object")
     why = signature_holds(signed_bytes(doc), member, public_key)
     if why is not None:
         raise fail(run_id, "signature", f"{why}: the bundle was changed after it was signed, or signed by "

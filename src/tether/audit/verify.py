@@ -2,7 +2,7 @@
 
 One walk over a run's stored entry texts (`verify_texts`) serves both a live store (`verify_store`) and
 an offline bundle (`tether.audit.bundle.verify_bundle`): it stops at the first bad entry and says which
-seq and why (`checksum`, `chain`, `entry`, `unchained`, `head`, `cost`, `signature`, `bundle`).
+seq and why (`checksum`, `chain`, `entry`, `unchained`, `head`, `cost`, `blob`, `meta`, `signature`, `bundle`).
 """
 
 from __future__ import annotations
@@ -60,12 +60,17 @@ class Verified:
     unchained: int = 0
     """Entries before the chain begins (written before journals were chained), accepted with `allow_unchained`."""
     checks: list[str] = field(default_factory=list)
+    blobs: int = 0
+    """Checkpoint blobs checked against the digests the chain holds."""
+    not_covered: list[str] = field(default_factory=list)
+    """What the record holds that the chain does not vouch for (docs/audit.md, *What the chain covers*)."""
 
     def summary(self) -> str:
         tail = f"; the first {self.unchained} unchained" if self.unchained else ""
+        loose = f"; not covered by the chain: {', '.join(self.not_covered)}" if self.not_covered else ""
         return (f"run {self.run_id!r} verifies: {len(self.entries)} entries, {self.agents} agents, "
-                f"{usd(self.cost.total_usd)} USD ({', '.join(self.checks)}); head seq {self.head.seq} "
-                f"link {self.head.link[:16]}{tail}")
+                f"{self.blobs} blobs, {usd(self.cost.total_usd)} USD ({', '.join(self.checks)}); head seq "
+                f"{self.head.seq} link {self.head.link[:16]}{tail}{loose}")
 
 
 def fail(run_id: str, why: str, message: str, seq: int | None = None) -> AuditError:
@@ -167,7 +172,22 @@ async def verify_store(
     if head is not None:
         check_head(run_id, verified.head, head)
         verified.checks.append("head")
+    await check_beyond_entries(store, verified)
     return verified
+
+
+async def check_beyond_entries(store: JournalStore, verified: Verified) -> dict[str, bytes]:
+    """Check a live run's meta and checkpoint blobs against the chain (`tether.audit.coverage`); its blobs."""
+    from tether.audit.coverage import check_blobs, check_meta, referenced_blobs, unchained_parts
+
+    run_id = verified.run_id
+    meta = await store.get_meta(run_id)
+    check_meta(run_id, None if meta is None else meta.model_dump(mode="json"), verified.entries, verified.cost)
+    blobs = await referenced_blobs(store, run_id, verified.entries)
+    verified.blobs, loose = check_blobs(run_id, verified.entries, blobs)
+    verified.checks += ["blobs", "meta"]
+    verified.not_covered = unchained_parts(loose, len(await store.load_effects(run_id)))
+    return blobs
 
 
 def _seq_of(exc: JournalCorruptError) -> int | None:

@@ -72,7 +72,7 @@ async def watch(handle: RunHandle, progress: bool | None, json_out: bool) -> Run
         return await handle
     from tether.observability.progress import progress as live_view
 
-    return await live_view(handle, console=Console(highlight=False))
+    return await live_view(handle, console=Console(highlight=False, emoji=False))
 
 
 def register(app: typer.Typer) -> None:

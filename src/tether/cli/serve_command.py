@@ -22,7 +22,7 @@ def serve(
     ] = None,
     store: StoreOpt = None,
     host: Annotated[str, typer.Option("--host", help="Interface to bind (off loopback needs --token).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8642,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port (1-65535).")] = 8642,
     token: Annotated[
         str | None, typer.Option("--token", envvar="TETHER_TOKEN", help="Bearer token every route but /healthz needs.")
     ] = None,

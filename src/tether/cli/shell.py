@@ -78,7 +78,7 @@ def usage(message: str) -> NoReturn:
 
 def console() -> Console:
     """Human output on stdout. Anything taken from user data must go through `esc`."""
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, emoji=False)  # `:skull:` in a run id stays text
 
 
 def esc(value: Any) -> str:

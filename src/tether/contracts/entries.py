@@ -58,6 +58,9 @@ class JournalEntry(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields
     served_by: str | None = None
     provider_calls: int | None = None
     checkpoint_ref: str | None = None
+    checkpoint_sha256: str | None = None
+    """An agent terminal's: the sha256 (hex) of the checkpoint head `checkpoint_ref` names as the invocation last
+    wrote it ("" when it wrote none; the head lists its chunks' digests), so the chain covers the transcript."""
     tool_budget: dict[str, Any] | None = None
     memoized: bool | None = None
     cost_usd: float | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.messages import ChatRequest
@@ -136,6 +136,27 @@ class ClosableModel(ChatModel, Protocol):
     async def aclose(self) -> None: ...
 
 
+LimitName = Literal["max_processes", "max_memory_bytes", "max_cpu_s", "max_result_bytes"]
+"""A resource cap of `ToolLimits`, as a capped call's `ExecResult.limit` names it."""
+
+
+class ToolLimits(BaseModel):
+    """What one out-of-process tool call may use (docs/executors.md, *Resource caps*); None lifts a cap.
+
+    A call that hits one ends as a typed tool error naming it (`ExecResult.limit`), never an engine crash."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_processes: int | None = Field(default=128, ge=1)
+    """Processes (and threads) the call may have at once, its own included."""
+    max_memory_bytes: int | None = Field(default=2 * 1024**3, ge=1)
+    """Address space per process (RLIMIT_AS): an allocation past it fails in the tool."""
+    max_cpu_s: int | None = Field(default=600, ge=1)
+    """CPU seconds per process (RLIMIT_CPU): the kernel stops it with SIGXCPU."""
+    max_result_bytes: int | None = Field(default=16 * 1024**2, ge=1)
+    """The size of the JSON result the engine reads back; past it the call is killed while it writes."""
+
+
 class ExecRequest(BaseModel):
     """One tool dispatch handed to an executor."""
 
@@ -160,6 +181,8 @@ class ExecRequest(BaseModel):
     """Extra paths the tool declared it reads (the sandbox binds them read-only)."""
     hide_paths: tuple[str, ...] = ()
     """Paths a sandboxed call must never see even under a readable directory (the engine's store)."""
+    limits: ToolLimits = ToolLimits()
+    """The call's resource caps (process executors enforce them; docs/executors.md)."""
 
 
 class ExecResult(BaseModel):
@@ -178,6 +201,8 @@ class ExecResult(BaseModel):
     work_mount: str | None = None
     pgid: int | None = None
     """The host process group the call ran in (process executors); gone once the result exists."""
+    limit: LimitName | None = None
+    """The resource cap the call hit (its outcome is then `error`), if one did."""
 
 
 @runtime_checkable

@@ -7,6 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MAX_TOKENS = 2**53
+"""The largest token count tether takes (the largest integer a float, and so a price, holds exactly): a
+count past it is a validation error, never an `OverflowError` in the pricing."""
+
 
 class Usage(BaseModel):
     """Tokens a call consumed. `approximate` marks partial usage of a cut or crashed stream.
@@ -16,11 +20,11 @@ class Usage(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    input_tokens: int = Field(0, ge=0)
-    output_tokens: int = Field(0, ge=0)
-    cache_read_tokens: int = Field(0, ge=0)
-    cache_write_tokens: int = Field(0, ge=0)
-    reasoning_tokens: int = Field(0, ge=0, exclude_if=lambda n: n == 0)
+    input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    output_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    cache_read_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    cache_write_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    reasoning_tokens: int = Field(0, ge=0, le=MAX_TOKENS, exclude_if=lambda n: n == 0)
     """The part of `output_tokens` spent on reasoning (thinking); already in `output_tokens`, never billed twice.
     Left out when zero, so usage without reasoning serializes as it did before the field."""
     approximate: bool = False

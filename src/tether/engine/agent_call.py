@@ -166,10 +166,10 @@ class AgentCall:
             hooks = self._hooks(frame, hold, token_hold, free=free)
             try:
                 worktree = (options.get("repo") or os.getcwd()) if isolation == "worktree" else None
-                result, running = await self._start(frame, found.running, spec, hooks, k, role, spec_model.identity,
-                                                    worktree, self._continues(found),
-                                                    _Loop(options.get("loop"), max_turns))
-                terminal = await seg.journal.append(self._terminal(frame, running, result, hooks))
+                result, running, head = await self._start(frame, found.running, spec, hooks, k, role,
+                                                          spec_model.identity, worktree, self._continues(found),
+                                                          _Loop(options.get("loop"), max_turns))
+                terminal = await seg.journal.append(self._terminal(frame, running, result, hooks, head))
             finally:
                 await self._settle_across_runs(hooks)
                 hooks.release_all()  # after the terminal: the room its dispatches held is reused only after it
@@ -352,7 +352,8 @@ class AgentCall:
         self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hooks: AccountHooks, k: str,
         role: str, model: str, worktree: str | None = None, continues: tuple[int, ...] = (),
         loop: _Loop | None = None,
-    ) -> tuple[AgentResult, JournalEntry]:
+    ) -> tuple[AgentResult, JournalEntry, str]:
+        """The invocation's loop: its result, its running entry and the sha256 of its last checkpoint head."""
         seg = self.seg
         redispatched = running is not None
         if running is None:
@@ -379,18 +380,18 @@ class AgentCall:
         except PricingError as exc:  # refused before the wire: the entry it opened still gets its terminal
             refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
                                   error=AgentError(kind="terminal", message=exc.message))
-            await seg.journal.append(self._terminal(frame, running, refused, hooks))
+            await seg.journal.append(self._terminal(frame, running, refused, hooks, host.chain.head_sha256))
             host.emit(end_event(refused, reason="pricing"))
             raise
         except asyncio.CancelledError:
             if not seg.waits.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
-                await self._journal_cancelled(frame, running, hooks)
+                await self._journal_cancelled(frame, running, hooks, host.chain.head_sha256)
                 host.emit(AgentEnd(status="cancelled", usage=hooks.usage, reason="cancelled"))
             raise
         finally:
             seg.tree.stopped(inner.depth)
             CURRENT_FRAME.reset(token)
-        return result, running
+        return result, running, host.chain.head_sha256
 
     def _run_loop(
         self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, loop: _Loop
@@ -446,7 +447,7 @@ class AgentCall:
                    f"changed tools: {', '.join(changed)}")
             self.seg.warn(f"toolset:{seq}", msg)  # the `tether` logger, a warning event, outcome.warnings
 
-    async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks) -> None:
+    async def _journal_cancelled(self, frame: Frame, running: JournalEntry, hooks: AccountHooks, head: str) -> None:
         """A cancelled invocation still gets its terminal, with the partial (approximate) spend."""
         if self.seg.journal.lost is not None:
             return  # another driver owns the run now: this segment writes nothing more
@@ -456,9 +457,11 @@ class AgentCall:
             error=AgentError(kind="transport", message="cancelled while running"),
         )
         with contextlib.suppress(asyncio.CancelledError):  # appends finish once started; cancel is re-raised
-            await self.seg.journal.append(self._terminal(frame, running, result, hooks))
+            await self.seg.journal.append(self._terminal(frame, running, result, hooks, head))
 
-    def _terminal(self, frame: Frame, running: JournalEntry, result: AgentResult, hooks: AccountHooks) -> JournalEntry:
+    def _terminal(
+        self, frame: Frame, running: JournalEntry, result: AgentResult, hooks: AccountHooks, head: str,
+    ) -> JournalEntry:
         error = result.error.model_dump(exclude_none=True) if result.error else None
         memoized = result.status == "limit" or (result.error is not None and result.error.kind in MEMOIZED_ERROR_KINDS)
         return JournalEntry(
@@ -490,6 +493,7 @@ class AgentCall:
             tool_budget=_dump(result.tool_budget),
             memoized=memoized or None,
             checkpoint_ref=checkpoint_key(self.seg.run_id, running.seq or 0),
+            checkpoint_sha256=head,
             ended_at=self.seg.services.clock(),
         )
 

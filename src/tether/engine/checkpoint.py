@@ -6,13 +6,20 @@ checkpoint costs the same at turn 200 as at turn 2, and a resume reads the chunk
 (time linear in the transcript). A chunk is written before the head that names it; every chunk
 carries its lineage, index and first message number, and a head whose chunks do not all line up
 is unreadable (the agent starts over), so a crash between the writes leaves the previous head valid.
+
+Chunks are hash-linked: each carries the sha256 of the chunk before it, and the head the sha256 of the last
+one (`tip`), so a head stays small however long the transcript. An agent's terminal journals the sha256 of
+the head it last wrote (`JournalEntry.checkpoint_sha256`): the journal's hash chain then covers a settled
+agent's whole transcript (docs/audit.md), and a load refuses a chunk that is not the one its head names.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -20,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from tether.agents.state import LoopState
 from tether.budget.tally import Tally
+from tether.contracts.errors import JournalCorruptError
 from tether.contracts.messages import Message
 from tether.contracts.protocols import JournalStore
 from tether.contracts.usage import ZERO_USAGE, Usage
@@ -35,6 +43,8 @@ class _Chunk(BaseModel):
     index: int
     start: int
     messages: list[Message]
+    prev: str | None = None
+    """The sha256 of the chunk before it ("" for the first; None in chunks written before chunks were linked)."""
 
 
 class _Head(BaseModel):
@@ -44,6 +54,45 @@ class _Head(BaseModel):
     loop: LoopState
     """The loop state with `messages` empty (they are in the chunks)."""
     tally: Tally
+    tip: str | None = None
+    """The sha256 of the last chunk ("" when there is none; None in heads written before chunks were linked)."""
+
+
+def blob_digest(data: bytes) -> str:
+    """The sha256 (hex) of a checkpoint blob's stored bytes: what a chunk records of the one before it, a head
+    of the last chunk, and a terminal of its head."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def head_links(data: bytes) -> tuple[int, str | None]:
+    """How many chunks a stored head names, and the sha256 of the last one (None: an older, unlinked head)."""
+    try:
+        head = json.loads(data)
+    except (ValueError, RecursionError):
+        return 0, None
+    if not isinstance(head, dict):
+        return 0, None
+    chunks, tip = head.get("chunks", 0), head.get("tip")
+    return (chunks if type(chunks) is int and chunks >= 0 else 0), (tip if isinstance(tip, str) else None)
+
+
+def chunk_link_error(tip: str, raws: Sequence[bytes | None]) -> str | None:
+    """Why the chunks `raws` (stored bytes, in order) are not the linked chain a head with `tip` names; None
+    when they are."""
+    before = ""
+    for i, raw in enumerate(raws):
+        if raw is None:
+            return f"its chunk {i} is missing"
+        try:
+            linked = json.loads(raw).get("prev")
+        except (ValueError, AttributeError, RecursionError):
+            linked = None
+        if linked != before:
+            return f"its chunk {i} does not link to the chunk before it (edited, or from another transcript)"
+        before = blob_digest(raw)
+    if before != tip:
+        return "its last chunk is not the one its head names (a chunk was edited, added or removed)"
+    return None
 
 
 def chunk_key(key: str, index: int) -> str:
@@ -59,6 +108,10 @@ class CheckpointChain:
     """Random per start of a transcript (minted at the first write), so chunks of another never pass."""
     chunks: int = 0
     saved: list[Message] = field(default_factory=list)
+    tip: str = ""
+    """The sha256 of the last chunk written ("": none yet): the next chunk and the next head link to it."""
+    head_sha256: str = ""
+    """The sha256 of the head last written or read ("": none yet): what the invocation's terminal journals."""
 
     def writes(self, state: LoopState, tally: Tally) -> list[tuple[str, bytes]]:
         """The blobs to write, in order: a chunk of the new messages (if any), then the head."""
@@ -67,46 +120,74 @@ class CheckpointChain:
             self.lineage = uuid.uuid4().hex
         if len(messages) < n or not all(map(operator.is_, messages, self.saved)):
             # The transcript was rewritten rather than extended: a new lineage, from its first message.
-            self.lineage, self.chunks, self.saved, n = uuid.uuid4().hex, 0, [], 0
+            self.lineage, self.chunks, self.saved, self.tip, n = uuid.uuid4().hex, 0, [], "", 0
         out: list[tuple[str, bytes]] = []
         if len(messages) > n:
             added = messages[n:]
-            chunk = _Chunk(lineage=self.lineage, index=self.chunks, start=n, messages=added)
-            out.append((chunk_key(self.key, self.chunks), chunk.model_dump_json().encode()))
+            chunk = _Chunk(lineage=self.lineage, index=self.chunks, start=n, messages=added,
+                           prev=self.tip).model_dump_json().encode()
+            out.append((chunk_key(self.key, self.chunks), chunk))
             self.chunks += 1
             self.saved.extend(added)
+            self.tip = blob_digest(chunk)
         head = _Head(lineage=self.lineage, chunks=self.chunks, loop=state.model_copy(update={"messages": []}),
-                     tally=tally)
-        out.append((self.key, head.model_dump_json().encode()))
+                     tally=tally, tip=self.tip).model_dump_json().encode()
+        out.append((self.key, head))
+        self.head_sha256 = blob_digest(head)
         return out
 
 
 async def read_checkpoint(store: JournalStore, key: str) -> tuple[LoopState, Tally, CheckpointChain] | None:
     """A checkpoint read back (head, then its chunks in order), or None when it is missing or does not
     hold together (an unreadable checkpoint is never trusted)."""
+    try:
+        return await _read(store, key, None)
+    except _Unreadable:
+        return None
+
+
+class _Unreadable(Exception):
+    """A checkpoint that does not hold together (why, for the error a vouched-for read raises)."""
+
+
+async def _read(store: JournalStore, key: str, expect: str | None) -> tuple[LoopState, Tally, CheckpointChain] | None:
     data = await store.get_blob(key)
     if data is None:
+        if expect:
+            raise _Unreadable("its checkpoint head is missing")
         return None
+    if expect == "":
+        raise _Unreadable("a checkpoint head exists although its terminal journaled that it wrote none")
+    if expect is not None and blob_digest(data) != expect:
+        raise _Unreadable(f"its checkpoint head's sha256 is {blob_digest(data)[:16]}.., not the {expect[:16]}.. "
+                          f"its terminal journaled")
     try:
         envelope = json.loads(data)
         if isinstance(envelope, dict) and envelope.get("layout") == 2:
             head = _Head.model_validate(envelope)
+            raws = [await store.get_blob(chunk_key(key, i)) for i in range(head.chunks)]
+            broken = chunk_link_error(head.tip, raws) if head.tip is not None else None
+            if broken is not None:
+                raise _Unreadable(broken)
             messages: list[Message] = []
-            for i in range(head.chunks):
-                raw = await store.get_blob(chunk_key(key, i))
+            for i, raw in enumerate(raws):
                 if raw is None:
-                    return None
+                    raise _Unreadable(f"its chunk {i} is missing")
                 chunk = _Chunk.model_validate_json(raw)
                 if (chunk.lineage, chunk.index, chunk.start) != (head.lineage, i, len(messages)):
-                    return None
+                    raise _Unreadable(f"its chunk {i} belongs to another transcript")
                 messages.extend(chunk.messages)
+            tip = blob_digest(raws[-1]) if raws and raws[-1] is not None else ""
             state = head.loop.model_copy(update={"messages": messages})
-            return state, head.tally, CheckpointChain(key, head.lineage, head.chunks, list(messages))
+            if head.tip is None:  # unlinked chunks (an older head): the next save starts a linked lineage
+                return state, head.tally, CheckpointChain(key, head_sha256=blob_digest(data))
+            chain = CheckpointChain(key, head.lineage, head.chunks, list(messages), tip, blob_digest(data))
+            return state, head.tally, chain
         # A whole-transcript checkpoint (written before chunks existed): the next save starts a lineage.
         state = LoopState.model_validate(envelope["loop"])
-        return state, Tally.model_validate(envelope["tally"]), CheckpointChain(key)
-    except (ValidationError, ValueError, KeyError, TypeError):
-        return None
+        return state, Tally.model_validate(envelope["tally"]), CheckpointChain(key, head_sha256=blob_digest(data))
+    except (ValidationError, ValueError, KeyError, TypeError, RecursionError):
+        raise _Unreadable("it is not a checkpoint tether wrote") from None
 
 
 async def continued_state(store: JournalStore, keys: tuple[str, ...]) -> LoopState | None:
@@ -139,8 +220,19 @@ class AgentTranscript(BaseModel):
     served_by: str | None = None
 
 
-async def read_transcript(store: JournalStore, agent_id: int, ref: str) -> AgentTranscript:
-    restored = await read_checkpoint(store, ref)
+async def read_transcript(store: JournalStore, agent_id: int, ref: str, expect: str | None = None) -> AgentTranscript:
+    """Agent `agent_id`'s transcript under `ref`; `expect` is the head's sha256 its terminal journaled ("": it
+    wrote none), and a checkpoint that is not that one is a `JournalCorruptError`, never a transcript."""
+    try:
+        restored = await _read(store, ref, expect)
+    except _Unreadable as exc:
+        if expect is None:
+            restored = None
+        else:
+            raise JournalCorruptError(
+                f"the transcript of agent #{agent_id} ({ref}) is not the one its terminal vouches for: {exc}; the "
+                f"checkpoint blobs were edited after the agent settled", agent_id=agent_id, checkpoint_ref=ref,
+            ) from None
     if restored is None:
         return AgentTranscript(agent_id=agent_id, checkpoint_ref=ref, checkpointed=False)
     state = restored[0]

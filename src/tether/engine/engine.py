@@ -630,7 +630,8 @@ class Engine:
                               run_id=run_id, agent_id=agent_id)
         terminal = JournalIndex.build(entries).terminal_of.get(running.seq)
         ref = (terminal.checkpoint_ref if terminal is not None else None) or checkpoint_key(run_id, running.seq)
-        return await read_transcript(await self.store(), agent_id, ref)
+        expect = terminal.checkpoint_sha256 if terminal is not None else None  # the chain vouches for a settled one
+        return await read_transcript(await self.store(), agent_id, ref, expect)
 
     async def effect_ledger(self, run_id: str) -> list[ToolEffectRecord]:
         from tether.tools.ledger import records

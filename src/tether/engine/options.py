@@ -19,6 +19,7 @@ from tether.budget.tenant import Budget, check_budgets
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError
 from tether.contracts.loops import AgentLoop
+from tether.contracts.usage import MAX_TOKENS
 from tether.journal.cost import BUDGET_RAISED, UNPRICED_ALLOWED, decision_name
 from tether.journal.keys import GENESIS_KEY, args_hash
 from tether.mcp.source import ToolLike
@@ -49,6 +50,11 @@ class Containment:
         for name in ("max_agents", "max_concurrent", "max_depth"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"Containment.{name} must be at least 1, got {getattr(self, name)}")
+        tokens = self.max_tokens
+        if tokens is not None and (type(tokens) is not int or not 0 < tokens <= MAX_TOKENS):
+            got = f"a {tokens.bit_length()}-bit number" if type(tokens) is int and tokens > 0 else repr(tokens)
+            raise ConfigError(f"Containment.max_tokens must be a whole number from 1 to {MAX_TOKENS}, got {got}",
+                              cap="max_tokens")
 
 
 class RunOptions(TypedDict, total=False):

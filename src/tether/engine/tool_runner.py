@@ -63,7 +63,7 @@ class ToolCalls:
             )
         request = ExecRequest(
             tool=tool.name, target=tool.target, args=args, timeout_s=tool.timeout_s, idempotency_key=key, cwd=cwd,
-            env=tool.env_values(), read_paths=tool.read_paths, hide_paths=store_paths(self.store),
+            env=tool.env_values(), read_paths=tool.read_paths, hide_paths=store_paths(self.store), limits=tool.limits,
         )
         ledger = EffectLedger(self.store, self.run_id, clock=self.clock)
         executor = self.runner.executor(tool)
@@ -73,9 +73,13 @@ class ToolCalls:
         if result.outcome == "timeout":
             raise ToolExecutionError(result.error or f"tool {tool.name!r} timed out", outcome="timeout",
                                      timeout_s=tool.timeout_s, signal=result.signal)
+        if result.limit is not None:  # `[max_...] tool ... hit its resource cap ...`: the cap first, typed
+            raise ToolExecutionError(result.error or f"[{result.limit}] tool {tool.name!r} hit a resource cap",
+                                     outcome=result.outcome, exit_code=result.exit_code, signal=result.signal,
+                                     limit=result.limit)
         raise ToolExecutionError(
             f"tool {tool.name!r} ended {result.outcome}: {result.error or ''}".strip(),
-            outcome=result.outcome, exit_code=result.exit_code, signal=result.signal,
+            outcome=result.outcome, exit_code=result.exit_code, signal=result.signal, limit=result.limit,
         )
 
     async def _orphans_of(self) -> dict[str, str]:

@@ -8,13 +8,12 @@ import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
-from urllib.parse import urlsplit
 
 from tether.contracts.errors import ConfigError
 from tether.contracts.messages import ChatRequest, Message, OutputFormat, Part
 from tether.contracts.signal import Signal
 from tether.contracts.stream import ChatEvent, ModelCaps, StreamError
-from tether.models._sdk_errors import client_credentials, error_from_exception, redact_secrets
+from tether.models._sdk_errors import client_credentials, error_from_exception, redact_secrets, url_credentials
 from tether.models._sdk_stream import Translator, drive
 from tether.pricing import bundled_model_info, bundled_price
 
@@ -237,9 +236,7 @@ class SdkAdapter(Generic[ClientT]):
         error messages and cassettes mask these values.
         """
         found = [self._api_key] if self._api_key else []
-        password = urlsplit(self._base_url).password if self._base_url else None
-        if password:
-            found.append(password)
+        found += url_credentials(self._base_url) if self._base_url else []  # its Basic form too
         if self.key_env and os.environ.get(self.key_env):
             found.append(os.environ[self.key_env])
         if self._client is not None:

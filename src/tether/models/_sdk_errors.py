@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import email.utils
 import json
@@ -10,7 +11,7 @@ import socket
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 from tether.contracts.stream import StreamError
 
@@ -50,6 +51,8 @@ _SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie|signature", 
 _SCHEME = re.compile(r"^(?:bearer|basic|token|bot)\s+", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@", re.IGNORECASE)
 """The password of a URL with user info (`https://user:secret@gateway/…`), as an SDK's connection error may print it."""
+_BASIC_AUTH = re.compile(r"(\bBasic\s+)[A-Za-z0-9+/]{6,}={0,2}", re.IGNORECASE)
+"""An HTTP Basic credential (`Basic base64(user:password)`) as an echoed request header shows it."""
 
 
 def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
@@ -59,7 +62,8 @@ def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     for form in _forms(secrets):
         if form in text:
             text = text.replace(form, REDACTED)
-    return _SECRET.sub(REDACTED, _URL_PASSWORD.sub(rf"\1{REDACTED}@", text))
+    text = _BASIC_AUTH.sub(rf"\1{REDACTED}", _URL_PASSWORD.sub(rf"\1{REDACTED}@", text))
+    return _SECRET.sub(REDACTED, text)
 
 
 def _forms(secrets: Iterable[str]) -> list[str]:
@@ -73,14 +77,33 @@ def _forms(secrets: Iterable[str]) -> list[str]:
     return sorted(forms, key=len, reverse=True)
 
 
+def url_credentials(url: str) -> list[str]:
+    """The credentials in a URL's user info, in every form a client sends or an error echoes them: the password
+    (as written and decoded), `user:password`, and the HTTP Basic token `base64(user:password)`."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return []
+    user, password = unquote(parts.username or ""), unquote(parts.password)
+    pair = f"{user}:{password}"
+    basic = [base64.b64encode(pair.encode(enc)).decode() for enc in ("utf-8", "latin-1") if _encodes(pair, enc)]
+    return list(dict.fromkeys([parts.password, password, pair, *basic]))
+
+
+def _encodes(text: str, encoding: str) -> bool:
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def client_credentials(client: object) -> list[str]:
     """The credentials an SDK client was configured with: its key or token, a password in its base URL,
     the values of the auth headers it sends, and of any default header named like a credential (a
     gateway's own token)."""
     found = [v for v in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if isinstance(v, str)]
     with contextlib.suppress(ValueError):
-        password = urlsplit(str(getattr(client, "base_url", "") or "")).password
-        found += [password] if password else []
+        found += url_credentials(str(getattr(client, "base_url", "") or ""))
     headers: dict[str, object] = {}
     with contextlib.suppress(Exception):  # an SDK that cannot build its auth headers holds none to leak
         headers.update(getattr(client, "auth_headers", None) or {})

@@ -126,7 +126,7 @@ def line(view: RunView, event: Event) -> str | None:
 
 async def progress(handle: RunHandle, *, console: Console | None = None, refresh_s: float = 0.25) -> RunOutcome:
     """Show the run while it goes (a live tree on a TTY, plain lines otherwise) and return its outcome."""
-    console = console or Console()
+    console = console or Console(emoji=False)  # user text (labels, run ids) is never a :shortcode:
     view = RunView(run_id=handle.run_id)
     if not console.is_terminal:
         async for event in handle.events:

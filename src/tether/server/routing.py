@@ -24,7 +24,7 @@ from tether.contracts.errors import (
     StoreUnavailableError,
     TetherError,
 )
-from tether.journal.canonical import to_jsonable
+from tether.journal.canonical import MAX_DEPTH, to_jsonable
 from tether.server.models import ErrorBody, ErrorResponse
 
 
@@ -119,6 +119,9 @@ class Operation:
             return error_response(err)
         except TetherError as exc:
             return error_response(from_tether_error(exc))
+        except RecursionError:  # a value too deep for a parser or a walk on its way in: the request's fault
+            return error_response(ApiError(422, "invalid-request", f"the request nests deeper than this server "
+                                           f"reads; values are journaled at most {MAX_DEPTH} levels deep"))
         if isinstance(result, Response):
             return result
         return JSONResponse(result.model_dump(mode="json"), status_code=self.status)
@@ -155,6 +158,9 @@ def _validate_json(model: type[BaseModel], raw: bytes) -> BaseModel:
         json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid-json", f"the request body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(422, "invalid-request", f"the request body nests deeper than this server reads; values "
+                       f"are journaled at most {MAX_DEPTH} levels deep", where="body") from None
     return _validate(model, raw, "body")
 
 

@@ -8,7 +8,7 @@ import os
 import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from tether.contracts.errors import ConfigError, TetherError
 from tether.contracts.messages import ToolSpec
-from tether.contracts.protocols import Executor
+from tether.contracts.protocols import Executor, ToolLimits
 from tether.journal.canonical import content_key
 from tether.tools.schema import Issue as Issue
 from tether.tools.schema import check_schema, json_schema_issues
@@ -51,6 +51,12 @@ class ToolExecutionError(TetherError):
     def outcome(self) -> str:
         return str(self.data.get("outcome", "error"))
 
+    @property
+    def limit(self) -> str | None:
+        """The resource cap the call hit (`max_processes`, `max_memory_bytes`, `max_cpu_s`, `max_result_bytes`)."""
+        limit = self.data.get("limit")
+        return limit if isinstance(limit, str) else None
+
 
 @dataclass(frozen=True, eq=False)
 class Tool:
@@ -77,6 +83,8 @@ class Tool:
     """Extra paths a sandboxed call may read (bound read-only); other executors ignore them."""
     env: tuple[str, ...] | Mapping[str, str] = ()
     """Environment the call gets: names copied from the engine's environment, or explicit values."""
+    limits: ToolLimits = field(default_factory=ToolLimits)
+    """Resource caps of an out-of-process call (processes, memory, CPU seconds, result bytes)."""
     args_model: type[BaseModel] | None = None
 
     def __post_init__(self) -> None:
@@ -178,6 +186,11 @@ def tool(
     units: float | None = None,
     read_paths: Iterable[str] = (),
     env: Iterable[str] | Mapping[str, str] = (),
+    limits: ToolLimits | None = None,
+    max_processes: int | None = None,
+    max_memory_bytes: int | None = None,
+    max_cpu_s: int | None = None,
+    max_result_bytes: int | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -194,6 +207,11 @@ def tool(
     units: float | None = None,
     read_paths: Iterable[str] = (),
     env: Iterable[str] | Mapping[str, str] = (),
+    limits: ToolLimits | None = None,
+    max_processes: int | None = None,
+    max_memory_bytes: int | None = None,
+    max_cpu_s: int | None = None,
+    max_result_bytes: int | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` of a typed function, bare (`@tool`) or with options (`@tool(name=...)`).
 
@@ -202,8 +220,18 @@ def tool(
     human allows each call), `idempotent` (safe to re-dispatch after a crash), `parallel_safe` (may run
     concurrently with neighbouring calls), `executor` (`inprocess`, `subprocess`, `sandbox`, `container`
     or an executor), `timeout_s`, `units` (its cost under a `ToolUnits` budget), `read_paths` (extra
-    read-only paths in the sandbox) and `env` (names to copy, or values to set, in its environment).
+    read-only paths in the sandbox), `env` (names to copy, or values to set, in its environment) and the
+    resource caps of an out-of-process call, `max_processes`, `max_memory_bytes`, `max_cpu_s` and
+    `max_result_bytes` (each given one replaces its default in `limits`; docs/executors.md).
     """
+    caps = {k: v for k, v in (("max_processes", max_processes), ("max_memory_bytes", max_memory_bytes),
+                              ("max_cpu_s", max_cpu_s), ("max_result_bytes", max_result_bytes)) if v is not None}
+    try:
+        tool_limits = ToolLimits.model_validate({**(limits or ToolLimits()).model_dump(), **caps})
+    except ValidationError as exc:
+        bad = exc.errors()[0]
+        raise ConfigError(f"tool resource cap {'.'.join(map(str, bad['loc']))}={bad.get('input')!r}: {bad['msg']}; "
+                          f"caps are whole numbers >= 1", cap=str(bad["loc"][0])) from None
 
     def build(f: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
@@ -223,6 +251,7 @@ def tool(
             units=units,
             read_paths=tuple(read_paths),
             env=dict(env) if isinstance(env, Mapping) else tuple(env),
+            limits=tool_limits,
             args_model=args_model,
         )
 

@@ -48,8 +48,14 @@ def check_cron(cron: str) -> None:
 
 
 def next_tick(cron: str, after: float) -> float:
-    """The first tick of `cron` strictly after `after`."""
-    return float(_croniter(cron, after).get_next(float))
+    """The first tick of `cron` strictly after `after`; a cron with no such date (`0 0 31 2 *`) is a `ConfigError`."""
+    try:
+        return float(_croniter(cron, after).get_next(float))
+    except ValueError as exc:  # croniter's errors are ValueErrors (CroniterBadDateError: no date matches)
+        raise ConfigError(
+            f"cron {cron!r} never fires: no date matches it ({exc}); check the day of month against the month "
+            f"(February has no 30th or 31st)", cron=cron,
+        ) from None
 
 
 def due_ticks(schedule: Schedule, now: float) -> list[float]:

@@ -27,13 +27,16 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from tether.contracts.errors import ConfigError
+from tether.contracts.protocols import ToolLimits
 from tether.contracts.trace import TRACEPARENT
+from tether.tools.executors._limits import PidsGroup, pids_group, preexec
 
 T = TypeVar("T")
 
 _STDERR_TAIL = 2000
 _GROUP_GONE_WAIT_S = 2.0
 _GROUP_POLL_S = 0.01
+_SIZE_POLL_S = 0.02
 
 WATCH_FD_ENV = "TETHER_WATCH_FD"
 """The child's environment variable naming its inherited engine-death pipe (see `run_child`)."""
@@ -56,6 +59,8 @@ class ChildExit:
     timed_out: bool
     pgid: int
     duration_ms: float
+    limit: str | None = None
+    """A cap the engine saw hit: `max_result_bytes` (the output, never read) or `max_processes` (a refused fork)."""
 
 
 def is_harmless(name: str, allowed: Iterable[str] = HARMLESS_ENV) -> bool:
@@ -148,28 +153,37 @@ async def run_child(
     timeout_s: float | None,
     on_kill: Callable[[], Awaitable[None]] | None = None,
     watch: bool = False,
+    limits: ToolLimits | None = None,
 ) -> ChildExit:
     """Run `argv` in a new session; on timeout or cancellation kill its whole group.
 
     `on_kill` runs first (the container executor removes its container there). `watch` hands the
-    child the engine-death pipe; its read end's number is in the child's `TETHER_WATCH_FD`.
+    child the engine-death pipe; its read end's number is in the child's `TETHER_WATCH_FD`. `limits`
+    are set in the child before it starts (`_limits`); its output is never read past `max_result_bytes`.
     """
     if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isabs(argv[0]):
         raise ConfigError(f"executor command {argv[0]!r} is not on PATH", command=argv[0])
     with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout:
         fin.write(stdin)
         fin.seek(0)
-        if not watch:
-            return await _run(argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill)
-        read_end, write_end = os.pipe()  # both close-on-exec; the child gets the read end only
+        limits = limits or ToolLimits(max_processes=None, max_memory_bytes=None, max_cpu_s=None,
+                                      max_result_bytes=None)
+        group = pids_group(limits.max_processes) if limits.max_processes is not None else None
         try:
-            env = {**env, WATCH_FD_ENV: str(read_end)}
-            return await _run(
-                argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill, pass_fds=(read_end,)
-            )
+            if not watch:
+                return await _run(argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill,
+                                  limits=limits, group=group)
+            read_end, write_end = os.pipe()  # both close-on-exec; the child gets the read end only
+            try:
+                env = {**env, WATCH_FD_ENV: str(read_end)}
+                return await _run(argv, fin, fout, env=env, cwd=cwd, timeout_s=timeout_s, on_kill=on_kill,
+                                  pass_fds=(read_end,), limits=limits, group=group)
+            finally:
+                os.close(read_end)
+                os.close(write_end)  # the watchdog (if still alive) sees end-of-file and kills the group
         finally:
-            os.close(read_end)
-            os.close(write_end)  # the watchdog (if still alive) sees end-of-file and kills the group
+            if group is not None:
+                group.close()
 
 
 async def _run(
@@ -182,6 +196,8 @@ async def _run(
     timeout_s: float | None,
     on_kill: Callable[[], Awaitable[None]] | None,
     pass_fds: tuple[int, ...] = (),
+    limits: ToolLimits,
+    group: PidsGroup | None = None,
 ) -> ChildExit:
     with tempfile.TemporaryFile() as ferr:
         started = time.perf_counter()
@@ -194,21 +210,47 @@ async def _run(
             cwd=cwd,
             start_new_session=True,
             pass_fds=pass_fds,
+            preexec_fn=preexec(limits, group),
         )
         pgid = proc.pid  # a new session's leader is also its group's leader
-        timed_out = False
+        cap = limits.max_result_bytes
         try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except TimeoutError:
-            timed_out = True
-            await _stop(proc, pgid, on_kill)
+            ended = await _wait(proc, fout, cap, timeout_s)
+            if ended != "exit":
+                await _stop(proc, pgid, on_kill)
         except BaseException:
             await complete_despite_cancel(_stop(proc, pgid, on_kill))
             raise
         duration_ms = (time.perf_counter() - started) * 1000.0
         await kill_group(pgid)  # whatever the tool left running in its group
-        fout.seek(0)
-        return ChildExit(proc.returncode, fout.read(), _tail(ferr), timed_out, pgid, duration_ms)
+        limit = None
+        if ended == "result" or (cap is not None and os.fstat(fout.fileno()).st_size > cap):
+            limit, stdout = "max_result_bytes", b""  # never read: the engine holds at most `cap` of it
+        else:
+            fout.seek(0)
+            stdout = fout.read()
+            limit = "max_processes" if group is not None and group.hit() else None
+        return ChildExit(proc.returncode, stdout, _tail(ferr), ended == "timeout", pgid, duration_ms, limit)
+
+
+async def _wait(
+    proc: asyncio.subprocess.Process, fout: IO[bytes], cap: int | None, timeout_s: float | None
+) -> str:
+    """Wait for the child: `exit`, `timeout`, or `result` (its output grew past `cap` while it wrote)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        step = _SIZE_POLL_S if cap is not None else None
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            step = left if step is None else min(step, left)
+        try:
+            await asyncio.wait_for(proc.wait(), step)
+            return "exit"
+        except TimeoutError:
+            if cap is not None and os.fstat(fout.fileno()).st_size > cap:
+                return "result"
 
 
 async def _stop(

@@ -1,7 +1,7 @@
 """The child side of an out-of-process dispatch: import `module:qualname`, call it, print JSON.
 
 Reads `{"target", "args", "idempotency_key", "workdir"}` from stdin and writes exactly one
-`{"ok": value}` or `{"error": "Type: message"}` to stdout (exit 0 or 1). Anything the tool itself
+`{"ok": value}` or `{"error": "Type: message", "type": "Type"}` to stdout (exit 0 or 1). Anything the tool itself
 prints goes to stderr, so it can never corrupt the result. Standard library only: the container
 executor runs this file's source with `python -c` in an image that has no tether installed.
 
@@ -110,17 +110,30 @@ def stop_watchdog(pid: int | None) -> None:
             pass
 
 
+def _error(kind: str, message: str) -> str:
+    """The error answer: `type` is the exception's class name (the engine maps resource caps from it)."""
+    try:
+        return json.dumps({"error": f"{kind}: {message}", "type": kind})
+    except (ValueError, RecursionError):
+        return json.dumps({"error": kind, "type": kind})
+
+
 def main() -> int:
     """Run one request from stdin; the exit code is 0 for a result and 1 for an error."""
     watchdog = watch_engine()
     raw = sys.stdin.buffer.read()
     result_fd = os.dup(1)
     os.dup2(2, 1)  # the tool's prints (and its children's) land on stderr
+    request = {}
     try:
-        value = _call(json.loads(raw))
+        request = json.loads(raw)
+        value = _call(request)
         payload, code = json.dumps({"ok": _jsonable(value)}, allow_nan=False), 0
     except BaseException as exc:  # the tool's failure, whatever it is, is the result
-        payload, code = json.dumps({"error": f"{type(exc).__name__}: {exc}"}), 1
+        payload, code = _error(type(exc).__name__, str(exc)), 1
+    cap = request.get("max_result_bytes") if isinstance(request, dict) else None
+    if isinstance(cap, int) and len(payload) > cap:  # the engine would refuse it unread: say why, in a few bytes
+        payload, code = _error("ResultTooLarge", f"the result is {len(payload)} bytes, over max_result_bytes={cap}"), 1
     with os.fdopen(result_fd, "w", encoding="utf-8") as out:
         out.write(payload)
     stop_watchdog(watchdog)

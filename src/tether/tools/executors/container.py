@@ -21,6 +21,7 @@ from typing import Any
 
 from tether.contracts.errors import ConfigError
 from tether.contracts.protocols import ExecRequest, ExecResult
+from tether.tools.executors._limits import container_caps, result_cap
 from tether.tools.executors._process import (
     make_workdir,
     remove_workdir,
@@ -121,6 +122,7 @@ class ContainerExecutor:
             "/tmp",
             "-v",
             f"{workdir}:{WORK_MOUNT}",
+            *container_caps(request.limits),
         ]
         if request.cwd:
             mount = request.work_mount or CWD_MOUNT
@@ -177,6 +179,7 @@ class ContainerExecutor:
                 cwd=workdir,
                 timeout_s=request.timeout_s,
                 on_kill=remove_container,
+                limits=result_cap(request.limits),  # the runtime enforces the rest (`container_caps`)
             )
             return result_from(
                 request,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.contracts.errors import ConfigError
-from tether.contracts.protocols import ExecRequest, ExecResult
+from tether.contracts.protocols import ExecRequest, ExecResult, LimitName, ToolLimits
 from tether.journal.canonical import to_jsonable
 from tether.tools.executors import _runner
 from tether.tools.executors._process import (
@@ -54,6 +54,7 @@ def runner_input(request: ExecRequest, target: str, workdir: str) -> bytes:
         "args": to_jsonable(request.args, what=f"the arguments of tool {request.tool!r}"),
         "idempotency_key": request.idempotency_key,
         "workdir": workdir,
+        "max_result_bytes": request.limits.max_result_bytes,
     }
     return json.dumps(body).encode()
 
@@ -75,10 +76,13 @@ def result_from(request: ExecRequest, child: ChildExit, **placement: Any) -> Exe
         return ExecResult(outcome="timeout", error=message, **common)
     try:
         answer = json.loads(child.stdout)
-    except ValueError:
+    except (ValueError, RecursionError):
         answer = None
-    if isinstance(answer, dict) and "ok" in answer:
+    if isinstance(answer, dict) and "ok" in answer and child.limit != "max_result_bytes":
         return ExecResult(outcome="ok", value=answer["ok"], **common)
+    limit = _limit_hit(request.limits, child, answer)
+    if limit is not None:
+        return ExecResult(outcome="error", error=_cap_message(request, limit, answer, child), limit=limit, **common)
     if isinstance(answer, dict) and "error" in answer:
         return ExecResult(outcome="error", error=str(answer["error"]), **common)
     how = f"signal {ended['signal']}" if ended["signal"] else f"exit code {ended['exit_code']}"
@@ -87,6 +91,30 @@ def result_from(request: ExecRequest, child: ChildExit, **placement: Any) -> Exe
         message += f"; stderr: {child.stderr_tail}"
     return ExecResult(outcome="error", error=message, **common)
 
+
+_CAP_OF_ERROR = {"MemoryError": "max_memory_bytes", "BlockingIOError": "max_processes",
+                 "ResultTooLarge": "max_result_bytes"}
+"""The runner's typed error (`type`) each cap shows up as inside the tool."""
+
+
+def _limit_hit(limits: ToolLimits, child: ChildExit, answer: Any) -> LimitName | None:
+    """The cap that ended a call that returned no result, read from typed facts (never a message)."""
+    if child.limit in ("max_result_bytes", "max_processes"):
+        return child.limit  # type: ignore[return-value]  # one of the two, as the branch says
+    if describe(child)["signal"] in ("SIGXCPU",) and limits.max_cpu_s is not None:
+        return "max_cpu_s"
+    kind = answer.get("type") if isinstance(answer, dict) else None
+    cap = _CAP_OF_ERROR.get(kind) if isinstance(kind, str) else None
+    if cap is not None and getattr(limits, cap) is not None:
+        return cap  # type: ignore[return-value]  # a key of LimitName's values
+    return None
+
+
+def _cap_message(request: ExecRequest, limit: LimitName, answer: Any, child: ChildExit) -> str:
+    value = getattr(request.limits, limit)
+    inner = f" ({answer['error']})" if isinstance(answer, dict) and "error" in answer else ""
+    return (f"[{limit}] tool {request.tool!r} hit its resource cap {limit}={value}{inner}; raise it with "
+            f"@tether.tool({limit}=...) if the call needs more")
 
 class SubprocessExecutor:
     """Runs each call in a fresh interpreter; `env_passthrough` names engine variables it may see.
@@ -136,6 +164,7 @@ class SubprocessExecutor:
                 cwd=request.cwd or workdir,
                 timeout_s=request.timeout_s,
                 watch=self.watch_engine,
+                limits=request.limits,
             )
             return result_from(
                 request, self.describe_child(child), workdir=workdir, cwd=request.cwd
