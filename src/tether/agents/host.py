@@ -11,22 +11,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.contracts.events import AgentScoped
-from tether.contracts.protocols import ChatModel
+from tether.contracts.routes import ResolvedModel as ResolvedModel
 
 if TYPE_CHECKING:
     from tether.agents.state import LoopState
     from tether.contracts.messages import Message
     from tether.tools.definition import Tool
     from tether.tools.permissions import Permissions
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedModel:
-    """A routed model: `ref` is `adapter:model`, `adapter` the adapter object, `name` the model part."""
-
-    ref: str
-    adapter: ChatModel
-    name: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from tether.audit.verify import AuditError, Verified, check_cost, fail, verify_e
 from tether.contracts.entries import JournalEntry
 from tether.contracts.prices import Price
 from tether.contracts.protocols import JournalStore
+from tether.journal.blobs import checkpoint_key, chunk_key
 from tether.journal.canonical import canonical_json
 from tether.stores.codec import entry_json
 
@@ -31,8 +32,6 @@ VERSION = 1
 
 async def referenced_blobs(store: JournalStore, run_id: str, entries: list[JournalEntry]) -> dict[str, bytes]:
     """The blobs the journal references: each agent's checkpoint head and the transcript chunks it lists."""
-    from tether.engine.checkpoint import checkpoint_key, chunk_key
-
     keys = {e.checkpoint_ref for e in entries if e.checkpoint_ref}
     keys |= {checkpoint_key(run_id, e.seq) for e in entries if e.kind == "agent" and e.ref is None and e.seq}
     out: dict[str, bytes] = {}

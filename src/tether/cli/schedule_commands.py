@@ -8,9 +8,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from tether.budget.tenant import WINDOWS, Budget
 from tether.cli.app import resolve
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_args, run_async, usage
+from tether.contracts.budgets import WINDOWS, Budget
 from tether.contracts.schedules import Schedule
 from tether.engine.engine import Engine
 from tether.worker.schedules import schedule_store

@@ -1,4 +1,4 @@
-"""Agent checkpoints: a small head blob plus the transcript in chunks, and the one place their keys live.
+"""Agent checkpoints: a small head blob plus the transcript in chunks (their keys: `tether.journal.blobs`).
 
 A checkpoint is a small head blob (the loop's state without its messages, and the tally) plus the
 transcript in chunks: each save writes only the messages added since the last one, so a turn's
@@ -23,11 +23,8 @@ from tether.budget.tally import Tally
 from tether.contracts.messages import Message
 from tether.contracts.protocols import JournalStore
 from tether.contracts.usage import Usage
-
-
-def checkpoint_key(run_id: str, agent_seq: int) -> str:
-    """Where an agent invocation's checkpoint head lives (its terminal's `checkpoint_ref` names it too)."""
-    return f"{run_id}/checkpoints/{agent_seq}"
+from tether.journal.blobs import checkpoint_key as checkpoint_key
+from tether.journal.blobs import chunk_key
 
 
 class _Chunk(BaseModel):
@@ -44,10 +41,6 @@ class _Head(BaseModel):
     loop: LoopState
     """The loop state with `messages` empty (they are in the chunks)."""
     tally: Tally
-
-
-def chunk_key(key: str, index: int) -> str:
-    return f"{key}/m/{index}"
 
 
 @dataclass(slots=True)

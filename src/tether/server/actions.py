@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from tether.cli.resolutions import OpenSuspension, SuspensionNotFoundError, check_value, find_open
 from tether.contracts.entries import JournalEntry
 from tether.contracts.protocols import QueueStore
 from tether.engine.options import Containment
+from tether.engine.resolutions import OpenSuspension, SuspensionNotFoundError, check_value, find_open
 from tether.server.api import load_run, state_of
 from tether.server.models import (
     CancelRequest,
