@@ -1,8 +1,5 @@
-"""`Engine`: configuration (models, prices, routing, workflows, profiles, limits, telemetry), the store, the run API.
-
-Forks, schedules, operator actions and the read-side views are services in their own modules, written
-against `EngineSeam` (`forks.py`, `schedules.py`, `operator.py`, `reads.py`); the methods here only delegate.
-"""
+"""`Engine`: configuration (models, prices, routing, workflows, profiles, limits, telemetry), the store, the run API;
+forks, schedules, operator actions and views only delegate to their services (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -40,7 +37,7 @@ from tether.engine.seam import WorkflowRef
 from tether.engine.services import RunServices
 from tether.engine.store_slot import StoreSlot
 from tether.engine.tool_runner import ToolRunner
-from tether.engine.workflow import Workflow, as_workflow
+from tether.engine.workflow import Workflow, as_workflow, resolve_workflow
 from tether.journal.cost import CostReport, fold_cost
 from tether.journal.tree import TreeReport
 from tether.pricing import PriceTable
@@ -118,13 +115,7 @@ class Engine:
 
     def resolve_workflow(self, wf: WorkflowRef) -> Workflow:
         """The workflow `wf` names: a registered name, or a workflow/function (registered if new)."""
-        if isinstance(wf, str):
-            if wf not in self.workflows:
-                raise ConfigError(f"no workflow named {wf!r} is registered; known: {sorted(self.workflows)}")
-            return self.workflows[wf]
-        w = as_workflow(wf)
-        self.workflows.setdefault(w.name, w)
-        return w
+        return resolve_workflow(self.workflows, wf)
 
     # -- the store ---------------------------------------------------------------------------
     @property
