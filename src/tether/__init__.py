@@ -40,6 +40,7 @@ from tether.contracts.protocols import BudgetHooks
 from tether.contracts.results import AgentError, AgentResult, ToolBudgetSummary
 from tether.contracts.stops import StopReason
 from tether.contracts.usage import Usage
+from tether.engine.config import Limits, Telemetry
 from tether.engine.ctx import BranchOutcome, Ctx
 from tether.engine.engine import Engine
 from tether.engine.event_log import read_events
@@ -90,6 +91,7 @@ __all__ = [
     "JournalOrderViolation",
     "JournalSealedError",
     "LeaseHeldError",
+    "Limits",
     "LoopSession",
     "ModelRetry",
     "ModelSpec",
@@ -109,6 +111,7 @@ __all__ = [
     "StartOptions",
     "StopReason",
     "StoreUnavailableError",
+    "Telemetry",
     "TetherError",
     "Tier",
     "Tool",

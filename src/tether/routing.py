@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tether.agents.host import ResolvedModel
 from tether.contracts.errors import ConfigError
 from tether.contracts.protocols import ChatModel
+from tether.contracts.routes import ResolvedModel
 
 Role = Literal["loop", "extract", "finalize", "summarize", "orchestrate"]
 ROLES: tuple[Role, ...] = ("loop", "extract", "finalize", "summarize", "orchestrate")

@@ -12,22 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.contracts.events import AgentScoped
 from tether.contracts.loops import OutputSpec as OutputSpec  # the structured-output spec lives with the loop seam
-from tether.contracts.protocols import ChatModel
+from tether.contracts.routes import ResolvedModel as ResolvedModel
 
 if TYPE_CHECKING:
     from tether.agents.state import LoopState
     from tether.contracts.messages import Message
     from tether.tools.definition import Tool
     from tether.tools.permissions import Permissions
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedModel:
-    """A routed model: `ref` is `adapter:model`, `adapter` the adapter object, `name` the model part."""
-
-    ref: str
-    adapter: ChatModel
-    name: str
 
 
 @dataclass(frozen=True, slots=True)

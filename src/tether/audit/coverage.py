@@ -17,7 +17,7 @@ from typing import Any
 from tether.audit.verify import AuditError, fail
 from tether.contracts.entries import JournalEntry
 from tether.contracts.protocols import JournalStore
-from tether.engine.checkpoint import blob_digest, checkpoint_key, chunk_key, chunk_link_error, head_links
+from tether.journal.blobs import blob_digest, checkpoint_key, chunk_key, chunk_link_error, head_links
 from tether.journal.cost import CostReport
 from tether.journal.keys import args_hash
 

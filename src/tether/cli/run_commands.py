@@ -13,7 +13,6 @@ from rich.console import Console
 
 from tether.cli.app import Resolved, resolve
 from tether.cli.outcome import print_outcome
-from tether.cli.resolutions import value_hints
 from tether.cli.shell import (
     JsonOpt,
     StoreOpt,
@@ -34,6 +33,7 @@ from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
 from tether.engine.options import ON_EXHAUSTED_MODES, OVERSHOOT_MODES, OnExhausted, Overshoot
 from tether.engine.outcome import RunOutcome
+from tether.engine.resolutions import value_hints
 from tether.engine.workflow import Workflow
 from tether.journal.canonical import content_key
 

@@ -8,12 +8,12 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from tether.budget.tenant import WINDOWS, Budget
 from tether.cli.app import resolve
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_args, run_async, usage
+from tether.contracts.budgets import WINDOWS, Budget
 from tether.contracts.schedules import Schedule
 from tether.engine.engine import Engine
-from tether.worker.schedules import schedule_store
+from tether.engine.schedules import schedule_store
 
 T = TypeVar("T")
 schedule_app = typer.Typer(help="Queue a workflow at every tick of a cron expression (PostgreSQL stores).",

@@ -1,4 +1,4 @@
-"""Agent checkpoints: a small head blob plus the transcript in chunks, and the one place their keys live.
+"""Agent checkpoints: a small head blob plus the transcript in chunks (their keys: `tether.journal.blobs`).
 
 A checkpoint is a small head blob (the loop's state without its messages, and the tally) plus the
 transcript in chunks: each save writes only the messages added since the last one, so a turn's
@@ -15,11 +15,9 @@ agent's whole transcript (docs/audit.md), and a load refuses a chunk that is not
 
 from __future__ import annotations
 
-import hashlib
 import json
 import operator
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,11 +29,11 @@ from tether.contracts.errors import JournalCorruptError
 from tether.contracts.messages import Message
 from tether.contracts.protocols import JournalStore
 from tether.contracts.usage import ZERO_USAGE, Usage
-
-
-def checkpoint_key(run_id: str, agent_seq: int) -> str:
-    """Where an agent invocation's checkpoint head lives (its terminal's `checkpoint_ref` names it too)."""
-    return f"{run_id}/checkpoints/{agent_seq}"
+from tether.journal.blobs import blob_digest as blob_digest
+from tether.journal.blobs import checkpoint_key as checkpoint_key
+from tether.journal.blobs import chunk_key as chunk_key
+from tether.journal.blobs import chunk_link_error as chunk_link_error
+from tether.journal.blobs import head_links as head_links
 
 
 class _Chunk(BaseModel):
@@ -56,47 +54,6 @@ class _Head(BaseModel):
     tally: Tally
     tip: str | None = None
     """The sha256 of the last chunk ("" when there is none; None in heads written before chunks were linked)."""
-
-
-def blob_digest(data: bytes) -> str:
-    """The sha256 (hex) of a checkpoint blob's stored bytes: what a chunk records of the one before it, a head
-    of the last chunk, and a terminal of its head."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def head_links(data: bytes) -> tuple[int, str | None]:
-    """How many chunks a stored head names, and the sha256 of the last one (None: an older, unlinked head)."""
-    try:
-        head = json.loads(data)
-    except (ValueError, RecursionError):
-        return 0, None
-    if not isinstance(head, dict):
-        return 0, None
-    chunks, tip = head.get("chunks", 0), head.get("tip")
-    return (chunks if type(chunks) is int and chunks >= 0 else 0), (tip if isinstance(tip, str) else None)
-
-
-def chunk_link_error(tip: str, raws: Sequence[bytes | None]) -> str | None:
-    """Why the chunks `raws` (stored bytes, in order) are not the linked chain a head with `tip` names; None
-    when they are."""
-    before = ""
-    for i, raw in enumerate(raws):
-        if raw is None:
-            return f"its chunk {i} is missing"
-        try:
-            linked = json.loads(raw).get("prev")
-        except (ValueError, AttributeError, RecursionError):
-            linked = None
-        if linked != before:
-            return f"its chunk {i} does not link to the chunk before it (edited, or from another transcript)"
-        before = blob_digest(raw)
-    if before != tip:
-        return "its last chunk is not the one its head names (a chunk was edited, added or removed)"
-    return None
-
-
-def chunk_key(key: str, index: int) -> str:
-    return f"{key}/m/{index}"
 
 
 @dataclass(slots=True)

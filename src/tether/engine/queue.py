@@ -1,4 +1,4 @@
-"""The run queue from the engine's side: `enqueue`, `wait`, status listings, re-queue on resolution.
+"""The run queue from the engine's side: `enqueue`, `wait`, listings and reads, re-queue on resolution.
 
 A queued run is written whole before any worker sees it: its genesis entry (workflow, args hash and
 the durable options every resume reads back), its meta (status `queued`) and its queue row, in one
@@ -181,6 +181,40 @@ async def runs(store: JournalStore, limit: int, status: str | None) -> list[RunM
     # Stores without a status filter: read the whole listing, so `limit` counts matching runs.
     matching = [m for m in await store.list_runs(limit=2**62) if m.status == status]
     return matching[:limit]
+
+
+def run_not_found(run_id: str) -> RunNotFoundError:
+    return RunNotFoundError(f"no run {run_id!r} in this store. Check the run id (tether runs lists them) and the "
+                            f"store URL.", run_id=run_id)
+
+
+async def run_meta(store: JournalStore, run_id: str) -> RunMeta:
+    """What the store keeps about a run; an unknown run is `RunNotFoundError`."""
+    meta = await store.get_meta(run_id)
+    if meta is None:
+        raise run_not_found(run_id)
+    return meta
+
+
+async def journal(store: JournalStore, run_id: str) -> list[JournalEntry]:
+    """A run's journal for the read side; an unknown run is `RunNotFoundError`, never an empty answer."""
+    entries = await store.load(run_id)
+    if not entries and await store.get_meta(run_id) is None:
+        raise run_not_found(run_id)
+    return entries
+
+
+async def stored_workflow(store: JournalStore, run_id: str, workflows: Mapping[str, Workflow]) -> Workflow:
+    """The registered workflow a stored run names (a resume given none); `RunNotFoundError` for an unknown run."""
+    meta = await store.get_meta(run_id)
+    name = meta.workflow if meta is not None else None
+    if name is None and not await store.load(run_id):
+        raise RunNotFoundError(f"no run {run_id!r} in this store; nothing was resumed. Check the run id (tether runs "
+                               f"lists them) and the store URL.", run_id=run_id)
+    if name is None or name not in workflows:
+        raise ConfigError(f"cannot resume {run_id!r}: workflow {name!r} is not registered; pass it to resume() or "
+                          f"engine.register() it", run_id=run_id)
+    return workflows[name]
 
 
 async def requeue_before_close(store: JournalStore, lease: Lease | None) -> None:

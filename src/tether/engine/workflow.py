@@ -6,6 +6,8 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
+from tether.contracts.errors import ConfigError
+
 Body = Callable[..., Awaitable[Any]]
 
 
@@ -43,3 +45,14 @@ def workflow(fn: Body | None = None, /, *, name: str | None = None) -> Any:
 
 def as_workflow(wf: Workflow | Body) -> Workflow:
     return wf if isinstance(wf, Workflow) else Workflow(wf)
+
+
+def resolve_workflow(workflows: dict[str, Workflow], wf: Workflow | Body | str) -> Workflow:
+    """The workflow `wf` names in `workflows`: a registered name, or a workflow or function (registered if new)."""
+    if isinstance(wf, str):
+        if wf not in workflows:
+            raise ConfigError(f"no workflow named {wf!r} is registered; known: {sorted(workflows)}")
+        return workflows[wf]
+    w = as_workflow(wf)
+    workflows.setdefault(w.name, w)
+    return w

@@ -2,7 +2,8 @@
 
 The header shows spend against every ceiling (USD, tree tokens) with a bar and a forecast from the
 recent draw rate; each agent shows its status, timer, tokens and USD as they stream; refused spawns
-and budget refusals hang on the tree where they happened. Everything is folded from typed events.
+and budget refusals hang on the tree where they happened. Everything is folded from typed events, so the
+view watches anything shaped like a run handle (`Watched`) and imports nothing from the engine.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator, Generator
+from typing import Any, Protocol, TypeVar
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -27,13 +30,25 @@ from tether.contracts.events import (
     SpawnRefused,
 )
 from tether.contracts.money import usd
-from tether.engine.handle import RunHandle
-from tether.engine.outcome import RunOutcome
 from tether.observability.view import AgentRow, RunView
+
+OutcomeT = TypeVar("OutcomeT", covariant=True)
 
 BAR_WIDTH = 24
 LABEL_WIDTH = 32
 STATUS_STYLE = {"working": "yellow", "ok": "green", "running": "yellow", "suspended": "cyan", "limit": "magenta"}
+
+
+class Watched(Protocol[OutcomeT]):
+    """What `progress` watches (a `tether.RunHandle`): the run's id, its live events, and its outcome when awaited."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def events(self) -> AsyncIterator[Event]: ...
+
+    def __await__(self) -> Generator[Any, None, OutcomeT]: ...
 
 
 def _bar(spent: float, ceiling: float) -> Text:
@@ -124,7 +139,9 @@ def line(view: RunView, event: Event) -> str | None:
     return None
 
 
-async def progress(handle: RunHandle, *, console: Console | None = None, refresh_s: float = 0.25) -> RunOutcome:
+async def progress(
+    handle: Watched[OutcomeT], *, console: Console | None = None, refresh_s: float = 0.25
+) -> OutcomeT:
     """Show the run while it goes (a live tree on a TTY, plain lines otherwise) and return its outcome."""
     console = console or Console(emoji=False)  # user text (labels, run ids) is never a :shortcode:
     view = RunView(run_id=handle.run_id)

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from tether.cli.resolutions import (
-    OpenSuspension,
-    SuspensionNotFoundError,
-    check_value,
-    find_open,
-    open_suspensions,
-)
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError
 from tether.contracts.protocols import QueueStore
 from tether.engine.options import Containment
+from tether.engine.resolutions import OpenSuspension, SuspensionNotFoundError, check_value, find_open, open_suspensions
 from tether.server.api import load_run, state_of
 from tether.server.models import (
     CancelRequest,

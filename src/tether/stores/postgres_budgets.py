@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether.budget.tenant import Budget, ReserveAnswer, ScopeUsage
+from tether.contracts.budgets import Budget, ReserveAnswer, ScopeUsage
 from tether.contracts.entries import Lease
 
 EPSILON_SQL = "1e-9"

@@ -47,7 +47,7 @@ async def dead_letter(engine: Engine, store: QueueStore, claim: Claim, max_attem
     if not isinstance(store, LeasableStore):
         raise ConfigError(f"dead-lettering run {claim.run_id!r} needs a store with leases; use PostgreSQL")
     run_id, now = claim.run_id, engine.clock()
-    async with LeaseKeeper(store, run_id, engine.lease_ttl_s) as lease:
+    async with LeaseKeeper(store, run_id, engine.limits.lease_ttl_s) as lease:
         entries = await store.load(run_id)
         index = JournalIndex.build(entries)
         last = index.last_settle()

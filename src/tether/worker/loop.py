@@ -115,13 +115,13 @@ class Worker:
     def health(self, store: QueueStore) -> str:
         """The line a worker prints when it is ready: who, what it serves, and where."""
         queues = ", ".join(
-            f"{q} (cap {self.engine.queues[q]})" if q in self.engine.queues else q for q in self.queues
+            f"{q} (cap {self.engine.limits.queues[q]})" if q in self.engine.limits.queues else q for q in self.queues
         )
         workflows = ", ".join(sorted(self.engine.workflows)) or "none registered"
         return (
             f"tether worker {self.id} ready: queues {queues}; concurrency {self.concurrency}; workflows "
-            f"{workflows}; store {store.describe()}; lease ttl {self.engine.lease_ttl_s:g} s; poll {self.poll_s:g} s; "
-            f"max attempts {self.max_attempts}"
+            f"{workflows}; store {store.describe()}; lease ttl {self.engine.limits.lease_ttl_s:g} s; "
+            f"poll {self.poll_s:g} s; max attempts {self.max_attempts}"
         )
 
     async def run(self, stop: asyncio.Event | None = None) -> WorkerStats:
@@ -162,8 +162,8 @@ class Worker:
             queues=order,
             workflows=sorted(self.engine.workflows),
             limit=room,
-            ttl_s=self.engine.lease_ttl_s,
-            limits={q: self.engine.queues[q] for q in order if q in self.engine.queues},
+            ttl_s=self.engine.limits.lease_ttl_s,
+            limits={q: self.engine.limits.queues[q] for q in order if q in self.engine.limits.queues},
             finished=finished,
         )
         try:
