@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("records", ("observability", "audit")),
     ("execution", ("tools", "mcp", "agents")),
     ("orchestration", ("budget", "engine")),
-    ("shells", ("testing", "worker", "server", "integrations", "events", "tether", "cli")),
+    ("shells", ("testing", "worker", "server", "loops", "events", "tether", "integrations", "cli")),
 )
 """Bottom to top. A unit (a package or module under `tether.`, or `tether` itself: the front door) may import
 only the units listed before it, so a shell may import another shell only when that one comes first
