@@ -96,7 +96,7 @@ def export_cassette(
     app: AppOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Turn a finished run into a cassette and a pytest file that replays it strictly, network blocked."""
+    """Turn a finished run into a cassette and a pytest file that replays it strictly, its model adapters offline."""
     doc = read_store(store, lambda e: _cassette(e, run_id, workflow, app))
     cassette, test = write_cassette(doc, out)
     hint = "" if workflow else " (set WORKFLOW in it, or export again with --workflow MODULE:WORKFLOW)"

@@ -20,6 +20,7 @@ from rich.markup import escape
 from tether.cli.app import CommandLineError, Resolved, configured_store, resolve
 from tether.contracts.errors import ConfigError, InvalidResolutionError, TetherError
 from tether.engine.engine import DEFAULT_STORE, Engine
+from tether.engine.targets import TargetError
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ def fail(exc: BaseException, *, code: int = EXIT_ERROR) -> NoReturn:
     or a value its suspension does not accept)."""
     if isinstance(exc, TetherError):
         line = f"error ({exc.code}): {exc.message}"
-        code = EXIT_USAGE if isinstance(exc, CommandLineError | InvalidResolutionError) else code
+        code = EXIT_USAGE if isinstance(exc, TargetError | InvalidResolutionError) else code
     elif isinstance(exc, typer.TyperException):  # typer's own usage errors (unknown option, missing argument)
         line, code = f"error (usage): {exc.format_message()}", int(getattr(exc, "exit_code", EXIT_USAGE))
     else:
