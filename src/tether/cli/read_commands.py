@@ -10,13 +10,13 @@ from typing import Annotated, Any
 import typer
 
 from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase
-from tether.cli.resolutions import check_value, find_open
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
 from tether.cli.tables import Column, WideOpt, fit, print_fitted
 from tether.contracts import money
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.contracts.money import usd
 from tether.engine.engine import Engine
+from tether.engine.open_suspensions import check_value, find_open
 from tether.journal.cost import CostReport, cost_report, dispatch_value, fold_spend
 from tether.journal.lineage import lineage_of
 

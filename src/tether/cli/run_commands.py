@@ -13,7 +13,6 @@ from rich.console import Console
 
 from tether.cli.app import Resolved, resolve
 from tether.cli.outcome import print_outcome
-from tether.cli.resolutions import value_hints
 from tether.cli.shell import (
     JsonOpt,
     StoreOpt,
@@ -32,6 +31,7 @@ from tether.contracts.entries import RunMeta
 from tether.contracts.errors import ConfigError, RunNotFoundError
 from tether.engine.engine import Engine
 from tether.engine.handle import RunHandle
+from tether.engine.open_suspensions import value_hints
 from tether.engine.options import OVERSHOOT_MODES, Overshoot
 from tether.engine.outcome import RunOutcome
 from tether.engine.workflow import Workflow

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from tether.cli.resolutions import OpenSuspension, SuspensionNotFoundError, check_value, find_open
 from tether.contracts.entries import JournalEntry
 from tether.contracts.protocols import QueueStore
+from tether.engine.open_suspensions import OpenSuspension, SuspensionNotFoundError, check_value, find_open
 from tether.engine.options import Containment
 from tether.server.api import load_run, state_of
 from tether.server.models import (

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from tether.cli.resolutions import open_suspensions
 from tether.contracts.entries import JournalEntry, RunMeta
+from tether.engine.open_suspensions import open_suspensions
 from tether.journal.cost import AgentSpend, CostReport, SpendFold, cost_report, fold_cost, fold_spend
 from tether.journal.lineage import lineage_of
 from tether.journal.matching import JournalIndex

@@ -4,8 +4,8 @@ A tool approval takes exactly `allow` or `deny`, no aliases: the engine reads an
 a deny, so a typo (`alow`) would deny the tool without a word. An `await_external` whose schema is an
 enum (or a const) takes those values; its schema is checked by the engine itself.
 
-The server imports this module too (it needs nothing but pydantic and the journal), so both surfaces
-refuse the same values with the same words.
+The CLI and the server both import this module (it needs nothing but the journal), so both surfaces
+refuse the same values with the same words, and neither imports the other.
 """
 
 from __future__ import annotations
