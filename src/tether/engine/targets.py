@@ -14,11 +14,14 @@ import os
 import sys
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tether.contracts.errors import ConfigError, TetherError
-from tether.engine.engine import DEFAULT_STORE, Engine
-from tether.engine.workflow import Workflow
+from tether.stores import DEFAULT_STORE_URL as DEFAULT_STORE
+
+if TYPE_CHECKING:  # imported where a target is resolved, so a command that resolves none never loads the engine
+    from tether.engine.engine import Engine
+    from tether.engine.workflow import Workflow
 
 EngineSource = Literal["app", "module", "default"]
 MODULE_ENGINE_ATTR = "engine"
@@ -101,6 +104,8 @@ def _attribute(module: ModuleType, attr: str, target: str, hint: str) -> object:
 
 def load_engine(target: str) -> Engine:
     """The `tether.Engine` that `--app MODULE:ATTR` names (ATTR may be dotted: `app:services.engine`)."""
+    from tether.engine.engine import Engine
+
     module_name, attr = _split(target, "--app", "--app myapp.engine:engine")
     module = import_module(module_name, target)
     obj = _attribute(module, attr, target, "name the variable that holds your tether.Engine")
@@ -115,6 +120,8 @@ def load_engine(target: str) -> Engine:
 
 def load_workflow(target: str) -> tuple[Workflow, ModuleType]:
     """The workflow `MODULE:WORKFLOW` names (a `@tether.workflow` or a plain `async def`) and its module."""
+    from tether.engine.workflow import Workflow
+
     module_name, attr = _split(target, "workflow", "myapp.flows:panel")
     module = import_module(module_name, target)
     obj = _attribute(module, attr, target, "name an async def workflow (tether.workflow) defined there")
@@ -138,6 +145,8 @@ def resolve(*, app: str | None = None, workflow: str | None = None, store: str |
     (it was left on the default) `TETHER_STORE` when set. `TETHER_STORE` never overrides a store the
     code names.
     """
+    from tether.engine.engine import Engine
+
     wf, module = load_workflow(workflow) if workflow is not None else (None, None)
     source: EngineSource
     if app is not None:
