@@ -41,6 +41,7 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
     import agent_loop
     import journal
     import peers
+    import startup
 
     big = 2_000 if quick else 10_000
     steps = 2_000 if quick else 10_000
@@ -66,6 +67,9 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "dbos_one_step": lambda: peers.dbos_one_step(100 if quick else peers.N),
         "langgraph_one_node": lambda: peers.langgraph_one_node(100 if quick else peers.N),
         "budget_race": _budget_race,
+        "import_tether": lambda: startup.import_tether(5 if quick else startup.ROUNDS),
+        "cli_version": lambda: startup.cli_version(5 if quick else startup.ROUNDS),
+        "run_first_request": lambda: startup.run_first_request(3 if quick else 5),
     }
     if not quick:
         for n in (100, 1_000):
@@ -306,6 +310,40 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
             out.append(Row("budget race, 200 agents on 1.00 USD: spend (calls)",
                            f"{_f(t.get('spend'), ' USD', 2)} ({t.get('calls')} calls)" if not t.get("error")
                            else str(t["error"]), ref, _ratio(t.get("spend"), p.get("spend")), "spend <= 1.00 USD"))
+    out += startup_rows(res)
+    return out
+
+
+def startup_rows(res: dict[str, dict[str, Any]]) -> list[Row]:
+    """Start-up of a fresh process: `import tether`, `tether --version` / `--help`, `tether run`'s first request."""
+    out: list[Row] = []
+    imp, cli, run = res.get("import_tether", {}), res.get("cli_version", {}), res.get("run_first_request", {})
+    if imp:
+        if _err(imp):
+            out.append(Row("`import tether`, wall", _err(imp) or "", "", "n/a", "(info)"))
+        else:
+            ref = f"`python -c pass`: {_f(imp.get('python_s'), ' s', 3)}"
+            out.append(Row("`import tether` in a fresh process, wall (best of N)", _f(imp.get("import_s"), " s", 3),
+                           ref, _ratio(imp.get("import_s"), imp.get("python_s")), "(info)"))
+            out.append(Row("`import tether` and every name of `tether.__all__`, wall (best of N)",
+                           _f(imp.get("all_names_s"), " s", 3), ref,
+                           _ratio(imp.get("all_names_s"), imp.get("python_s")), "(info)"))
+    if cli:
+        if _err(cli):
+            out.append(Row("`tether --version`, wall", _err(cli) or "", "", "n/a", "< 0.3 s"))
+        else:
+            ref = f"`python -c pass`: {_f(cli.get('python_s'), ' s', 3)}"
+            out.append(Row("`tether --version`, wall (best of N)", _f(cli.get("version_s"), " s", 3), ref,
+                           _ratio(cli.get("version_s"), cli.get("python_s")), "< 0.3 s"))
+            out.append(Row("`tether --help`, wall (best of N)", _f(cli.get("help_s"), " s", 3), ref,
+                           _ratio(cli.get("help_s"), cli.get("python_s")), "(info)"))
+    if run:
+        label = "`tether run` to its first model request (openai-compatible adapter on loopback), best of N"
+        if _err(run):
+            out.append(Row(label, _err(run) or "", "", "n/a", "< 1 s"))
+        else:
+            out.append(Row(label, _f(run.get("first_request_s"), " s", 3),
+                           f"whole command, to exit: {_f(run.get('exit_s'), ' s', 3)}", "", "< 1 s"))
     return out
 
 

@@ -1,18 +1,34 @@
-"""A recorded run exported as a cassette replays green with sockets blocked, and red when a call is removed."""
+"""A recorded run exported as a cassette replays green with its adapters offline, and red when a call is removed;
+a replay changes nothing process-wide (the rest of the process keeps its network)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from audit_kit import RUN, Backend
 
-from tether.audit.cassette import CASSETTE_FILE, NetworkBlockedError, network_blocked
+import tether
+from tether.audit.cassette import (
+    CASSETTE_FILE,
+    NetworkBlockedError,
+    OfflineModel,
+    build_cassette,
+    replay_cassette,
+    write_cassette,
+)
+from tether.contracts.messages import ChatRequest, Message, TextPart
+from tether.testing import Reply
 
 HERE = Path(__file__).parent
 
@@ -72,8 +88,93 @@ def test_a_workflow_that_no_longer_makes_a_recorded_call_is_red(exported: Path) 
     assert result.returncode == 1 and "unplayed" in result.stdout, result.stdout
 
 
-def test_the_network_is_blocked_inside_and_restored_after() -> None:
-    with network_blocked(), pytest.raises(NetworkBlockedError):
-        socket.create_connection(("127.0.0.1", 9))
-    with pytest.raises(OSError):  # restored: a real (refused) connection attempt
-        socket.create_connection(("127.0.0.1", 9), timeout=1)
+async def test_an_offline_adapter_keeps_its_id_and_prices_and_refuses_to_stream() -> None:
+    fake = tether.models.fake("fake", [Reply(text="never")], prices={"m": tether.Price(input=1.0, output=2.0)})
+    offline = OfflineModel(fake)
+    assert (offline.id, offline.family, offline.caps("m").price) == ("fake", fake.family, fake.caps("m").price)
+    request = ChatRequest(model="m", messages=[Message(role="user", parts=[TextPart(text="hi")])])
+    with pytest.raises(NetworkBlockedError, match="fake:m"):
+        async for _ in offline.stream(request):
+            pass
+    assert fake.requests == []  # the adapter itself was never reached
+
+
+PROBE = """
+import asyncio
+import socket
+
+import tether
+from tether.testing import Reply
+
+PORT = 0
+\"\"\"Set by the test before the replay: then the body opens loopback connections while it replays.\"\"\"
+seen = []
+
+
+def connect():
+    with socket.create_connection(("127.0.0.1", PORT), timeout=5) as conn:
+        seen.append((conn.recv(2), dict(vars(socket)), dict(vars(socket.socket))))
+
+
+@tether.workflow(name="probe")
+async def probe(ctx):
+    answer = await ctx.agent("hi", label="hi")
+    if PORT:
+        connect()  # the replaying coroutine itself
+        await asyncio.to_thread(connect)  # and another thread of the process
+    return answer
+
+
+def model():
+    return tether.models.fake("fake", lambda request: Reply(text="hello"))
+
+
+engine = tether.Engine(models=[model()], routing={"loop": "fake:m"}, store="memory://")
+"""
+
+
+class Hello(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.sendall(b"ok")
+
+
+@pytest.fixture
+def loopback() -> Iterator[int]:
+    """A TCP server on 127.0.0.1 in a thread of this process; yields its port."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_a_replay_patches_nothing_process_wide_and_the_process_keeps_its_network(
+        tmp_path: Path, loopback: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "probe_flow.py").write_text(PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import probe_flow
+
+    async def record() -> dict[str, Any]:
+        engine = tether.Engine(models=[probe_flow.model()], routing={"loop": "fake:m"},
+                               store=f"sqlite:///{tmp_path}/rec.db")
+        try:
+            assert (await engine.run(probe_flow.probe, run_id="probe-1")).value == "hello"
+            return await build_cassette(await engine.store(), "probe-1", workflow="probe_flow:probe")
+        finally:
+            await engine.close()
+
+    cassette, _ = write_cassette(asyncio.run(record()), tmp_path / "out")
+    before = (dict(vars(socket)), dict(vars(socket.socket)))
+    adapter = probe_flow.engine.adapters["fake"]
+    probe_flow.PORT = loopback
+    outcome = replay_cassette(cassette, workflow="probe_flow:probe", workdir=tmp_path)
+    assert outcome.status == "ok" and outcome.replay.hits == 1
+    assert [got for got, *_ in probe_flow.seen] == [b"ok", b"ok"]  # the replay's coroutine and a thread connected
+    for _, module_attrs, class_attrs in probe_flow.seen:
+        assert (module_attrs, class_attrs) == before  # socket was the same during the replay
+    assert (dict(vars(socket)), dict(vars(socket.socket))) == before
+    assert probe_flow.engine.adapters["fake"] is adapter  # the engine's own adapter is back

@@ -266,3 +266,54 @@ async def test_the_store_fast_path_is_declared_by_the_class_not_found_through_a_
     assert writes_without_waiting(Watching()) is None  # type: ignore[arg-type]
     assert sum(seen) == len(await inner.load("r"))  # every entry passed the wrapper
     await engine.close()
+
+
+def test_no_future_in_src_overrides_cancel_to_refuse_it() -> None:
+    """`cancel()` means cancel: no `Future`/`Task` subclass in the library redefines it (a future that refuses
+    cancellation reports False where asyncio expects a cancel, and callers wait on it unshielded)."""
+    import ast
+
+    src = Path(tether.__file__).parent
+    found: list[str] = []
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {ast.unparse(b) for b in node.bases}
+            if any("Future" in b or "Task" in b for b in bases) and any(
+                    isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.name == "cancel" for f in node.body):
+                found.append(f"{path.relative_to(src)}:{node.name}")
+    assert found == []
+
+
+async def test_a_caller_cancelled_twice_while_its_commit_is_in_flight_still_wakes_once_durable(tmp_path: Path) -> None:
+    from tether.contracts.entries import JournalEntry
+    from tether.engine.journal_writer import AppendCancelled
+
+    path = tmp_path / "t.db"
+    store = SlowSqlite(path)
+    woke: dict[str, Any] = {}
+
+    @tether.workflow(name="twice")
+    async def twice(ctx: tether.Ctx) -> Any:
+        seg = handle._segment
+        assert seg is not None
+        await ctx.step("first", lambda: 1)
+        store.writing.clear()
+        victim = asyncio.ensure_future(
+            seg.journal.append(JournalEntry(kind="step", status="ok", scope="", key="v", label="v")))
+        await store.writing.wait()
+        victim.cancel()
+        await asyncio.sleep(0.01)
+        victim.cancel()  # a second cancel while it waits, shielded, for the write
+        with pytest.raises(AppendCancelled) as caught:
+            await victim
+        woke["seq"], woke["durable"] = caught.value.stored.seq, await durable_seqs(path)
+        return "ok"
+
+    engine = tether.Engine(store=store)
+    handle = engine.start(twice, run_id="r")
+    out = await handle
+    assert out.status == "ok", out.error
+    assert woke["seq"] in woke["durable"]
+    await engine.close()

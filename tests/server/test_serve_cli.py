@@ -18,7 +18,7 @@ import pytest
 from server_kit import wait_for
 
 import tether
-from tether.cli.app import load_engine
+from tether.engine.targets import load_engine
 
 TETHER = Path(sys.executable).with_name("tether")
 

@@ -62,6 +62,53 @@ def test_async_tests_run_with_only_the_testing_extra_and_engines_are_closed(tmp_
     assert "2 passed" in done.stdout and "warning" not in done.stdout.lower()
 
 
+OPT_IN_TESTS = '''
+import asyncio
+
+import pytest
+
+
+@pytest.mark.tether
+async def test_marked():
+    await asyncio.sleep(0)
+
+
+async def test_requests_a_tether_fixture(fake_model):
+    await asyncio.sleep(0)
+
+
+async def test_asks_for_nothing():
+    await asyncio.sleep(0)
+'''
+
+
+def test_the_plugin_runs_only_the_async_tests_that_ask_for_it(tmp_path: Path) -> None:
+    """A project that installs tether[testing] keeps its own async tests to itself: the plugin runs a test
+    marked `tether` (a registered marker: --strict-markers passes) or one that requests a tether fixture."""
+    (tmp_path / "test_opt_in.py").write_text(OPT_IN_TESTS)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "--strict-markers", "-p", "no:asyncio", "-p", "no:anyio",
+         "-p", "no:cacheprovider", "test_opt_in.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ},
+    )
+    out = done.stdout
+    assert "PASSED test_opt_in.py::test_marked" in out, out
+    assert "PASSED test_opt_in.py::test_requests_a_tether_fixture" in out, out
+    assert "PASSED test_opt_in.py::test_asks_for_nothing" not in out, out  # left to pytest (which has no runner)
+    assert "async def functions are not natively supported" in out + done.stderr, out
+
+
+def test_the_plugin_reads_no_private_pytest_attribute() -> None:
+    import ast
+
+    from tether.testing import pytest_plugin
+
+    tree = ast.parse(Path(pytest_plugin.__file__).read_text())
+    private = sorted({n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                      and n.attr.startswith("_") and not n.attr.startswith("__")})
+    assert private == []
+
+
 class Verdict(BaseModel):
     score: float
     rationale: str = ""

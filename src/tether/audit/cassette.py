@@ -2,9 +2,12 @@
 
 A run cassette is the run's journal (stored entry texts), meta, effect-ledger rows and checkpoint blobs,
 with the calls it recorded and its outcome. `replay_cassette` installs it in a fresh SQLite store and
-resumes the workflow replay-strict (`dry_run=True`) with sockets blocked: a call the journal does not
-hold fails the run (an extra call), a recorded call the replay never served fails the test (unplayed),
-and the outcome must be the recorded one (status, value, USD).
+resumes the workflow replay-strict (`dry_run=True`) with the engine's adapters offline: a call the journal
+does not hold fails the run (an extra call), a recorded call the replay never served fails the test
+(unplayed), and the outcome must be the recorded one (status, value, USD).
+
+The network is blocked where the engine reaches it, at its model adapters (`offline_adapters`): nothing
+process-wide (no `socket` patch) changes, so other code in the process keeps its network.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ import json
 import math
 import os
 import re
-import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,11 @@ from typing import Any
 from tether.audit.bundle import referenced_blobs
 from tether.contracts.entries import TWO_PHASE_KINDS, JournalEntry, RunMeta, entry_from_dict
 from tether.contracts.errors import ConfigError, TetherError
+from tether.contracts.messages import ChatRequest
 from tether.contracts.money import usd
-from tether.contracts.protocols import JournalStore
+from tether.contracts.protocols import ChatModel, JournalStore
+from tether.contracts.signal import Signal
+from tether.contracts.stream import ChatEvent, ModelCaps
 from tether.journal.chain import relinked
 from tether.journal.cost import fold_cost
 from tether.journal.matching import JournalIndex
@@ -91,7 +96,8 @@ async def build_cassette(store: JournalStore, run_id: str, *, workflow: str | No
 
 
 TEST_TEMPLATE = '''"""Regression test from run {run_id!r} (made by `tether export-cassette`): it replays the recorded
-run strictly with the network blocked, and fails on any call the recording lacks or any recorded call not replayed."""
+run strictly with the engine's model adapters offline, and fails on any call the recording lacks or any
+recorded call not replayed."""
 
 from pathlib import Path
 
@@ -187,29 +193,47 @@ async def install(doc: dict[str, Any], store: JournalStore) -> tuple[str, list[J
     return run_id, entries
 
 
-@contextlib.contextmanager
-def network_blocked() -> Iterator[None]:
-    """Refuse every outgoing connection (and name lookup) while inside; local socket pairs keep working."""
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise NetworkBlockedError("network blocked: the replay tried to reach the network, so the workflow made "
-                                  "a live call the cassette does not cover (an extra call)")
+@dataclass
+class OfflineModel:
+    """An adapter's stand-in during a replay: its id, family and caps (prices), and a `stream` that never
+    reaches the adapter's client but raises `NetworkBlockedError`."""
 
-    saved = (socket.socket.connect, socket.socket.connect_ex, socket.create_connection, socket.getaddrinfo)
-    socket.socket.connect = refuse  # type: ignore[method-assign]
-    socket.socket.connect_ex = refuse  # type: ignore[method-assign]
-    socket.create_connection = refuse
-    socket.getaddrinfo = refuse
+    adapter: ChatModel
+    id: str = ""
+    family: str = ""
+
+    def __post_init__(self) -> None:
+        self.id, self.family = self.adapter.id, self.adapter.family
+
+    def caps(self, model: str) -> ModelCaps:
+        return self.adapter.caps(model)
+
+    async def stream(self, request: ChatRequest, signal: Signal | None = None) -> AsyncIterator[ChatEvent]:
+        raise NetworkBlockedError(
+            f"network blocked: the replay asked {self.adapter.id}:{request.model} for a live reply, so the "
+            f"workflow made a call the cassette does not cover (an extra call)", adapter=self.adapter.id)
+        yield  # an async generator, like every adapter's stream
+
+
+@contextlib.contextmanager
+def offline_adapters(engine: Any) -> Iterator[None]:
+    """Swap `engine`'s adapters for `OfflineModel` stand-ins while inside (the replay owns the engine it
+    resolved: it points it at the cassette's store and closes it); restored on the way out."""
+    adapters: dict[str, ChatModel] = engine.adapters
+    saved = dict(adapters)
+    adapters.update({key: OfflineModel(model) for key, model in saved.items()})
     try:
         yield
     finally:
-        socket.socket.connect, socket.socket.connect_ex, socket.create_connection, socket.getaddrinfo = saved  # type: ignore[method-assign]
+        adapters.clear()
+        adapters.update(saved)
 
 
 def replay_cassette(path: str | os.PathLike[str], *, workflow: str | None, app: str | None = None,
                     workdir: str | os.PathLike[str]) -> Any:
-    """Replay the cassette at `path` strictly, network blocked; raise `CassetteReplayError` unless it replays
+    """Replay the cassette at `path` strictly, adapters offline; raise `CassetteReplayError` unless it replays
     exactly as recorded. Returns the replay's `RunOutcome`."""
-    from tether.cli.app import resolve
+    from tether.engine.targets import resolve
 
     doc = read_cassette(path)
     if not workflow:
@@ -222,10 +246,8 @@ def replay_cassette(path: str | os.PathLike[str], *, workflow: str | None, app: 
     async def main() -> Any:
         try:
             run_id, entries = await install(doc, await engine.store())
-            with network_blocked():
-                from tether.testing import replay_strict
-
-                outcome = await replay_strict(engine, run_id, resolved.workflow, doc.get("args") or {})
+            with offline_adapters(engine):
+                outcome = await engine.resume(run_id, resolved.workflow, doc.get("args") or {}, dry_run=True)
             return outcome, entries
         finally:
             await engine.close()

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tether.audit.bundle import verify_bundle
-from tether.audit.cassette import build_cassette, write_cassette
-from tether.audit.verify import Verified, verify_store
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, read_store
-from tether.engine.engine import Engine
+
+if TYPE_CHECKING:
+    from tether.audit.verify import Verified
+    from tether.engine.engine import Engine
 
 KeyOpt = Annotated[str | None, typer.Option("--key", help="PEM Ed25519 public key the bundle must be signed by.")]
 AppOpt = Annotated[str | None, typer.Option("--app", help="MODULE:ATTR of the tether.Engine the run ran on.")]
@@ -37,6 +37,8 @@ def verify(
 ) -> None:
     """Check a run's record: checksums, hash chain, head, cost fold (and a bundle's signature). Exit 1 names
     the first bad entry."""
+    from tether.audit.bundle import verify_bundle
+
     if store is None and Path(target).is_file():
         verified = verify_bundle(target, key, allow_unchained=allow_unchained)
     else:
@@ -45,6 +47,8 @@ def verify(
 
 
 async def _live(engine: Engine, run_id: str, head: str | None, allow_unchained: bool) -> Verified:
+    from tether.audit.verify import verify_store
+
     return await verify_store(await engine.store(), run_id, head=head, allow_unchained=allow_unchained)
 
 
@@ -96,7 +100,9 @@ def export_cassette(
     app: AppOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Turn a finished run into a cassette and a pytest file that replays it strictly, network blocked."""
+    """Turn a finished run into a cassette and a pytest file that replays it strictly, its model adapters offline."""
+    from tether.audit.cassette import write_cassette
+
     doc = read_store(store, lambda e: _cassette(e, run_id, workflow, app))
     cassette, test = write_cassette(doc, out)
     hint = "" if workflow else " (set WORKFLOW in it, or export again with --workflow MODULE:WORKFLOW)"
@@ -105,6 +111,8 @@ def export_cassette(
 
 
 async def _cassette(engine: Engine, run_id: str, workflow: str | None, app: str | None) -> dict[str, Any]:
+    from tether.audit.cassette import build_cassette
+
     return await build_cassette(await engine.store(), run_id, workflow=workflow, app=app)
 
 

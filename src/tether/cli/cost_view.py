@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import shlex
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from tether.contracts.money import usd
-from tether.journal.cost import CostReport
+
+if TYPE_CHECKING:
+    from tether.journal.cost import CostReport
 
 
 def total_phrase(report: CostReport, ceiling: float | None = None) -> str:

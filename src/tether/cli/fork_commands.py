@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -23,11 +23,13 @@ from tether.cli.shell import (
 )
 from tether.contracts.errors import TetherError
 from tether.contracts.money import usd
-from tether.engine.engine import Engine
-from tether.engine.fork_preview import ForkPreview
-from tether.engine.outcome import RunOutcome
-from tether.journal.diff import RunDiff
-from tether.journal.forecast import Forecast
+
+if TYPE_CHECKING:
+    from tether.engine.engine import Engine
+    from tether.engine.fork_preview import ForkPreview
+    from tether.engine.outcome import RunOutcome
+    from tether.journal.diff import RunDiff
+    from tether.journal.forecast import Forecast
 
 AppOpt = Annotated[str | None, typer.Option("--app", help="MODULE:ATTR naming your tether.Engine.")]
 PLAN_STATUSES = ("suspended", "queued", "running")
@@ -64,6 +66,8 @@ def fork(
     json_out: JsonOpt = False,
 ) -> None:
     """Fork RUN_ID into a new run that reuses every unchanged call; --preview says what it would cost first."""
+    from tether.engine.fork_preview import ForkPreview
+
     parsed = parse_args(args)
     resolved = resolve_for_run("fork", app=app_target, workflow=target, store=store)
     engine, wf = resolved.engine, resolved.workflow
@@ -156,6 +160,8 @@ def plan_upgrade(
     json_out: JsonOpt = False,
 ) -> None:
     """For each unfinished run: what the new code reuses or invalidates and the forecast re-pay; nothing is written."""
+    from tether.engine.fork_preview import ForkPreview
+
     resolved = resolve(app=app_target, store=store)
     engine = resolved.engine
     statuses = [s.strip() for s in status.split(",") if s.strip()]

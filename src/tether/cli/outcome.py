@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -14,7 +14,9 @@ from tether.cli.app import Resolved, configured_store, no_model_hint
 from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase
 from tether.cli.shell import STATUS_EXIT, console, emit_json, esc, one_line
 from tether.contracts.errors import ConfigError, TetherError
-from tether.engine.outcome import RunOutcome
+
+if TYPE_CHECKING:
+    from tether.engine.outcome import RunOutcome
 
 
 class ErrorView(BaseModel):

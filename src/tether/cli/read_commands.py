@@ -5,20 +5,19 @@ None of these creates a store: a `--store` that names nothing is an error, not a
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
 from tether.cli.tables import Column, WideOpt, fit, print_fitted
-from tether.contracts import money
-from tether.contracts.entries import JournalEntry, RunMeta
 from tether.contracts.money import usd
-from tether.engine.engine import Engine
-from tether.engine.resolutions import check_value, find_open
-from tether.journal.cost import CostReport, cost_report, dispatch_value, fold_spend
-from tether.journal.lineage import lineage_of
+
+if TYPE_CHECKING:
+    from tether.contracts.entries import JournalEntry, RunMeta
+    from tether.engine.engine import Engine
+    from tether.journal.cost import CostReport
 
 
 def register(app: typer.Typer) -> None:
@@ -77,6 +76,8 @@ def _spend(meta: RunMeta, report: CostReport) -> dict[str, float | None]:
 def inspect(run_id: str, store: StoreOpt = None, wide: WideOpt = False, json_out: JsonOpt = False) -> None:
     """RUN_ID's journal, one row per entry (a dispatch a crash cut off is marked `cut`, a fork's copies `reused`
     or `not reached`), then the cost report's totals."""
+    from tether.journal.cost import cost_report, fold_spend
+
     entries = read_store(store, lambda e: e.inspect(run_id))
     if json_out:
         emit_json([e.to_json_dict() for e in entries])
@@ -114,12 +115,16 @@ def inspect(run_id: str, store: StoreOpt = None, wide: WideOpt = False, json_out
 
 
 def _source(entries: list[JournalEntry]) -> str | None:
+    from tether.journal.lineage import lineage_of
+
     lineage = lineage_of(entries[:1])
     return lineage.forked_from if lineage is not None else None
 
 
 def _entry_cost(e: JournalEntry) -> str:
     """An entry's USD: a terminal's cost, a dispatch record's worst case (`<= x`)."""
+    from tether.journal.cost import dispatch_value
+
     if e.cost_usd is not None:
         return usd(e.cost_usd)
     worst = (dispatch_value(e) or {}).get("worst_usd")
@@ -129,6 +134,8 @@ def _entry_cost(e: JournalEntry) -> str:
 def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
     """RUN_ID's cost report (a pure fold over its journal): spent and orphaned apart, against the ceiling; a fork's
     reuse apart from its own spend; calls paid and lost to a kill listed."""
+    from tether.journal.cost import cost_report, fold_spend
+
     entries = read_store(store, lambda e: e.inspect(run_id))
     report = cost_report(fold_spend(entries))
     if json_out:
@@ -196,6 +203,8 @@ def resolve(
 
     A tool approval (`approval:...`) takes exactly `allow` or `deny`; a mistyped KEY lists the open ones.
     """
+    from tether.engine.resolutions import check_value, find_open
+
     parsed: Any = parse_json_value(value)
 
     async def close(engine: Engine) -> bool:
@@ -235,6 +244,8 @@ def settle_orphans(
     json_out: JsonOpt = False,
 ) -> None:
     """Replace the worst-case charge of RUN_ID's calls a crash cut off with what the provider billed for them."""
+    from tether.contracts import money
+
     report = read_store(store, lambda e: e.settle_orphans(run_id, usd, reason))
     if json_out:
         emit_json(report.model_dump(mode="json"))

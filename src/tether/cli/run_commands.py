@@ -6,7 +6,7 @@ import asyncio
 import sys
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,15 +27,15 @@ from tether.cli.shell import (
     store_url,
     usage,
 )
-from tether.contracts.entries import RunMeta
 from tether.contracts.errors import ConfigError, RunNotFoundError
-from tether.engine.engine import Engine
-from tether.engine.handle import RunHandle
-from tether.engine.options import ON_EXHAUSTED_MODES, OVERSHOOT_MODES, OnExhausted, Overshoot
-from tether.engine.outcome import RunOutcome
-from tether.engine.resolutions import value_hints
-from tether.engine.workflow import Workflow
-from tether.journal.canonical import content_key
+
+if TYPE_CHECKING:
+    from tether.contracts.entries import RunMeta
+    from tether.engine.engine import Engine
+    from tether.engine.handle import RunHandle
+    from tether.engine.options import OnExhausted, Overshoot
+    from tether.engine.outcome import RunOutcome
+    from tether.engine.workflow import Workflow
 
 AppOpt = Annotated[
     str | None,
@@ -115,6 +115,8 @@ def run(
 
     With --queue the run is written `queued` for `tether worker` processes instead (PostgreSQL store).
     """
+    from tether.engine.options import ON_EXHAUSTED_MODES, OVERSHOOT_MODES
+
     parsed = parse_args(args) or {}
     if overshoot is not None and overshoot not in OVERSHOOT_MODES:
         usage(f"--overshoot must be one of {', '.join(OVERSHOOT_MODES)}, got {overshoot!r}")
@@ -261,6 +263,8 @@ class Ended:
 
 
 async def _hints(engine: Engine, outcome: RunOutcome) -> dict[str, str]:
+    from tether.engine.resolutions import value_hints
+
     return value_hints(await engine.inspect(outcome.run_id)) if outcome.pending else {}
 
 
@@ -291,6 +295,8 @@ def _workflow_of(resolved: Resolved, meta: RunMeta) -> Workflow:
 
 def _same_run(meta: RunMeta, wf: Workflow, args: dict[str, Any] | None, verb: str) -> None:
     """Refuse to drive an existing run with another workflow or other args (the journal would not fit them)."""
+    from tether.journal.canonical import content_key
+
     if meta.workflow != wf.name:
         raise ConfigError(
             f"run {meta.run_id!r} is a run of workflow {meta.workflow!r}, not {wf.name!r}; {verb} it with its own "

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from tether.cli.app import resolve
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_args, run_async, usage
-from tether.contracts.budgets import WINDOWS, Budget
-from tether.contracts.schedules import Schedule
-from tether.engine.engine import Engine
-from tether.engine.schedules import schedule_store
+
+if TYPE_CHECKING:
+    from tether.contracts.budgets import Budget
+    from tether.contracts.schedules import Schedule
+    from tether.engine.engine import Engine
 
 T = TypeVar("T")
 schedule_app = typer.Typer(help="Queue a workflow at every tick of a cron expression (PostgreSQL stores).",
@@ -42,6 +43,8 @@ def _on_engine(app_target: str | None, store: str | None, fn: Callable[[Engine],
 
 def parse_budget(text: str) -> Budget:
     """`SCOPE=USD`, `SCOPE=USD/day` or `SCOPE=USD/hour` as a `tether.Budget`."""
+    from tether.contracts.budgets import WINDOWS, Budget
+
     scope, sep, amount = text.rpartition("=")
     usd, _, window = amount.partition("/")
     try:
@@ -58,6 +61,8 @@ def _when(at: float | None) -> str:
 
 
 def _budgets(schedule: Schedule) -> str:
+    from tether.contracts.budgets import Budget
+
     stored = schedule.options.get("budgets") or []
     return ", ".join(Budget.from_json(b).describe() for b in stored) or "-"
 
@@ -98,6 +103,8 @@ def add(
 @schedule_app.command("list")
 def list_(app_target: AppOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
     """List the schedules with their next and last ticks."""
+    from tether.engine.schedules import schedule_store
+
 
     async def go(engine: Engine) -> list[Schedule]:
         return await schedule_store(await engine.store(), "tether schedule").schedule_list()
@@ -121,6 +128,8 @@ def remove(
     store: StoreOpt = None,
 ) -> None:
     """Remove a schedule; no tick fires after this (runs it queued already are left as they are)."""
+    from tether.engine.schedules import schedule_store
+
 
     async def go(engine: Engine) -> bool:
         return await schedule_store(await engine.store(), "tether schedule").schedule_remove(name)

@@ -9,7 +9,6 @@ import typer
 from tether.cli.app import configured_store, resolve
 from tether.cli.shell import StoreOpt, console, esc
 from tether.contracts.errors import ConfigError
-from tether.stores.postgres import redact
 
 
 def register(app: typer.Typer) -> None:
@@ -40,6 +39,8 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the JSON API (OpenAPI at /api/openapi.json) and the inspector at / for an app engine or a store."""
+    from tether.stores.postgres import redact
+
     try:
         import uvicorn
 

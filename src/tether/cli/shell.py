@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,7 +19,11 @@ from rich.markup import escape
 
 from tether.cli.app import CommandLineError, Resolved, configured_store, resolve
 from tether.contracts.errors import ConfigError, InvalidResolutionError, TetherError
-from tether.engine.engine import DEFAULT_STORE, Engine
+from tether.engine.targets import TargetError
+from tether.stores import DEFAULT_STORE_URL as DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from tether.engine.engine import Engine
 
 T = TypeVar("T")
 
@@ -63,7 +67,7 @@ def fail(exc: BaseException, *, code: int = EXIT_ERROR) -> NoReturn:
     or a value its suspension does not accept)."""
     if isinstance(exc, TetherError):
         line = f"error ({exc.code}): {exc.message}"
-        code = EXIT_USAGE if isinstance(exc, CommandLineError | InvalidResolutionError) else code
+        code = EXIT_USAGE if isinstance(exc, TargetError | InvalidResolutionError) else code
     elif isinstance(exc, typer.TyperException):  # typer's own usage errors (unknown option, missing argument)
         line, code = f"error (usage): {exc.format_message()}", int(getattr(exc, "exit_code", EXIT_USAGE))
     else:
@@ -136,6 +140,8 @@ def existing_store(url: str) -> str:
 
 def engine_on(url: str) -> Engine:
     """An engine on `url`; a URL tether cannot parse is a usage error."""
+    from tether.engine.engine import Engine
+
     try:
         return Engine(store=url)
     except ConfigError as exc:

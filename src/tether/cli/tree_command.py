@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.tree import Tree
 
 from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, read_store
 from tether.contracts.money import usd
-from tether.journal.tree import AgentNode, TreeReport
+
+if TYPE_CHECKING:
+    from tether.journal.tree import AgentNode, TreeReport
 
 
 def register(app: typer.Typer) -> None:

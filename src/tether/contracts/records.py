@@ -13,6 +13,8 @@ import ast
 import dataclasses
 import inspect
 import itertools
+import linecache
+import re
 import textwrap
 from dataclasses import replace
 from typing import Any, ClassVar, Literal, Self, TypeVar
@@ -70,7 +72,7 @@ def documented(cls: T) -> T:
 
     Apply under the dataclass decorator (it reads the class body as written)."""
     try:
-        source = textwrap.dedent(inspect.getsource(cls))
+        source = textwrap.dedent(_class_source(cls))
     except (OSError, TypeError):  # no source (a class built at run time): nothing to read
         return cls
     body = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)).body
@@ -88,3 +90,16 @@ def documented(cls: T) -> T:
         else:
             setattr(cls, name, Field(default=default, description=doc))
     return cls
+
+
+def _class_source(cls: type) -> str:
+    """The source of `cls`'s block. A top-level class whose name one `class` line of its file declares is cut
+    from the file's lines (`linecache`, read once per file) by `inspect.getblock`; `inspect.getsource`, which
+    re-walks the whole module for every class (most of what importing the events cost), does the rest."""
+    file = inspect.getsourcefile(cls)
+    lines = linecache.getlines(file) if file else []
+    declares = re.compile(rf"\s*class\s+{re.escape(cls.__name__)}\b")
+    starts = [i for i, line in enumerate(lines) if declares.match(line)]
+    if "." in cls.__qualname__ or len(starts) != 1:
+        return inspect.getsource(cls)
+    return "".join(inspect.getblock(lines[starts[0]:]))

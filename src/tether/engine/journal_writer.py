@@ -43,18 +43,6 @@ class AppendCancelled(asyncio.CancelledError):
         self.stored = stored
 
 
-class _Commit(asyncio.Future[None]):
-    """A group commit's future, which every caller of the batch awaits directly.
-
-    Cancelling a waiting caller must never cancel the write, so `cancel()` refuses: the caller's task
-    then receives its `CancelledError` when the commit is done (as `asyncio.shield` plus a wait for the
-    write would arrange), and no caller allocates a shield of its own (one per agent in flight).
-    """
-
-    def cancel(self, msg: Any = None) -> bool:
-        return False
-
-
 @dataclass
 class _Batch:
     """Entries staged since the last group commit, their stored text, and the commit's future."""
@@ -63,7 +51,9 @@ class _Batch:
     rows: list[tuple[int, str]] = field(default_factory=list)
     awaited: list[bool] = field(default_factory=list)
     """Per entry: appended by a caller waiting for it (True) or staged to ride along (False)."""
-    done: _Commit | None = None
+    done: asyncio.Future[None] | None = None
+    """The commit's future: set once the batch is durable (or failed). Callers await it through
+    `asyncio.shield`, so cancelling one caller never cancels the write or its siblings' wait."""
 
 
 @dataclass(eq=False)
@@ -219,15 +209,18 @@ class JournalWriter:
 
     @staticmethod
     async def _durable(commit: asyncio.Future[None]) -> bool:
-        """Wait for a commit; True when the caller was cancelled meanwhile (the write still finished)."""
+        """Wait for a commit; True when the caller was cancelled meanwhile (the write still finished).
+
+        A cancelled caller keeps waiting (shielded) until its entry is durable, then reports the cancel.
+        """
         try:
-            await commit  # a `_Commit`: cancelling this caller cannot cancel it
+            await asyncio.shield(commit)
             return False
         except asyncio.CancelledError:
-            while not commit.done():  # (the commit refuses cancellation, so this is only a safeguard)
+            while not commit.done():
                 with contextlib.suppress(asyncio.CancelledError):
-                    await commit
-            if commit.exception() is not None:
+                    await asyncio.shield(commit)
+            if commit.cancelled() or commit.exception() is not None:
                 raise
             return True
 
@@ -236,7 +229,7 @@ class JournalWriter:
         batch = self._open
         assert batch is not None
         if batch.done is None:
-            batch.done = _Commit(loop=asyncio.get_running_loop())
+            batch.done = asyncio.get_running_loop().create_future()
         if self._committer is None or self._committer.done():
             # A task, so the write is shielded from its callers; it first runs on the next loop turn,
             # after every branch that is ready now has staged its entries into the same batch.

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.contracts.errors import ConfigError
-from tether.contracts.protocols import JournalStore
 
 if TYPE_CHECKING:
+    from tether.contracts.protocols import JournalStore
     from tether.stores.jsonl import JsonlStore
     from tether.stores.memory import MemoryStore
     from tether.stores.postgres import PostgresStore
@@ -59,6 +59,8 @@ def _sqlite_path(url: str, rest: str) -> str:
 
 def open_store(target: str | JournalStore) -> JournalStore:
     """The store a URL names (see `SUPPORTED_FORMS`); a store object is returned as is."""
+    from tether.contracts.protocols import JournalStore
+
     if not isinstance(target, str):
         if isinstance(target, JournalStore):
             return target
