@@ -24,8 +24,6 @@ NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_field_defaults",
 MODULE_EXEMPT = frozenset({("os", "_exit"), ("sys", "_getframe")})
 """Documented standard-library functions with a leading underscore."""
 FILE_EXEMPT: dict[tuple[str, str], str] = {
-    ("testing/pytest_plugin.py", "_fixtureinfo"):
-        "pytest offers no public way to the test function's own argument names (pytest's own pyfunc_call reads it)",
     ("models/_sdk_errors.py", "_custom_headers"):
         "the OpenAI and Anthropic SDKs keep a client's custom headers only there: read to mask credentials",
     ("models/google_genai.py", "_api_client"):

@@ -24,11 +24,10 @@ from tether.audit.cassette import (
     NetworkBlockedError,
     OfflineModel,
     build_cassette,
-    replay_cassette,
     write_cassette,
 )
 from tether.contracts.messages import ChatRequest, Message, TextPart
-from tether.testing import Reply
+from tether.testing import Reply, replay_cassette
 
 HERE = Path(__file__).parent
 

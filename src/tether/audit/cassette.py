@@ -1,7 +1,7 @@
 """Run cassettes: a recorded run turned into a hermetic regression test (`tether export-cassette`).
 
 A run cassette is the run's journal (stored entry texts), meta, effect-ledger rows and checkpoint blobs,
-with the calls it recorded and its outcome. `replay_cassette` installs it in a fresh SQLite store and
+with the calls it recorded and its outcome. `tether.testing.replay_cassette` installs it in a fresh SQLite store and
 resumes the workflow replay-strict (`dry_run=True`) with the engine's adapters offline: a call the journal
 does not hold fails the run (an extra call), a recorded call the replay never served fails the test
 (unplayed), and the outcome must be the recorded one (status, value, USD).
@@ -12,7 +12,6 @@ process-wide (no `socket` patch) changes, so other code in the process keeps its
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import json
@@ -95,13 +94,13 @@ async def build_cassette(store: JournalStore, run_id: str, *, workflow: str | No
     }
 
 
-TEST_TEMPLATE = '''"""Regression test from run {run_id!r} (made by `tether export-cassette`): it replays the recorded
-run strictly with the engine's model adapters offline, and fails on any call the recording lacks or any
-recorded call not replayed."""
+TEST_TEMPLATE = '''"""Regression test made by `tether export-cassette`: it replays the recorded run (the cassette
+file beside this one) strictly with the engine's model adapters offline, and fails on any call the recording lacks
+or any recorded call not replayed. Every value below is a Python literal (`repr`), never code."""
 
 from pathlib import Path
 
-from tether.audit.cassette import replay_cassette
+from tether.testing import replay_cassette
 
 CASSETTE = Path(__file__).with_name({file!r})
 WORKFLOW = {workflow!r}
@@ -121,10 +120,11 @@ def write_cassette(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> tupl
     folder.mkdir(parents=True, exist_ok=True)
     cassette = folder / CASSETTE_FILE
     cassette.write_text(json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    name = re.sub(r"\W", "_", str(doc["run_id"])).strip("_").lower() or "run"
+    name = re.sub(r"[^0-9a-z_]", "_", str(doc["run_id"]).lower()).strip("_") or "run"  # an ASCII identifier
     test = folder / f"test_{name}.py"
-    test.write_text(TEST_TEMPLATE.format(run_id=doc["run_id"], file=CASSETTE_FILE, workflow=doc.get("workflow"),
-                                         app=doc.get("app"), name=name), encoding="utf-8")
+    workflow, app = doc.get("workflow"), doc.get("app")
+    test.write_text(TEST_TEMPLATE.format(file=CASSETTE_FILE, workflow=workflow if isinstance(workflow, str) else None,
+                                         app=app if isinstance(app, str) else None, name=name), encoding="utf-8")
     return cassette, test
 
 
@@ -229,35 +229,7 @@ def offline_adapters(engine: Any) -> Iterator[None]:
         adapters.update(saved)
 
 
-def replay_cassette(path: str | os.PathLike[str], *, workflow: str | None, app: str | None = None,
-                    workdir: str | os.PathLike[str]) -> Any:
-    """Replay the cassette at `path` strictly, adapters offline; raise `CassetteReplayError` unless it replays
-    exactly as recorded. Returns the replay's `RunOutcome`."""
-    from tether.engine.targets import resolve
-
-    doc = read_cassette(path)
-    if not workflow:
-        raise ConfigError(f"the cassette test for run {doc['run_id']!r} needs WORKFLOW = 'MODULE:WORKFLOW' (the "
-                          f"workflow the run ran); set it in the test file, or export with --workflow")
-    store_url = f"sqlite:///{Path(workdir).resolve() / 'cassette.db'}"
-    resolved = resolve(app=app, workflow=workflow, store=store_url)
-    engine = resolved.engine
-
-    async def main() -> Any:
-        try:
-            run_id, entries = await install(doc, await engine.store())
-            with offline_adapters(engine):
-                outcome = await engine.resume(run_id, resolved.workflow, doc.get("args") or {}, dry_run=True)
-            return outcome, entries
-        finally:
-            await engine.close()
-
-    outcome, entries = asyncio.run(main())
-    _check(doc, outcome, recorded_calls(entries))
-    return outcome
-
-
-def _check(doc: dict[str, Any], outcome: Any, calls: list[Call]) -> None:
+def check_replay(doc: dict[str, Any], outcome: Any, calls: list[Call]) -> None:
     run_id, recorded = doc["run_id"], doc.get("outcome") or {}
     if outcome.status != recorded.get("status"):
         why = f": {outcome.error}" if outcome.error is not None else ""

@@ -6,6 +6,7 @@ from typing import Any
 
 from tether.models.fake import FakeModel, Reply, ToolCall
 from tether.testing.cassette import CassetteMissError, CassetteModel, cassette
+from tether.testing.cassette_replay import replay_cassette
 
 
 async def replay_strict(engine: Any, run_id: str, wf: Any = None, args: Any = None) -> Any:
@@ -13,4 +14,7 @@ async def replay_strict(engine: Any, run_id: str, wf: Any = None, args: Any = No
     return await engine.resume(run_id, wf, args, dry_run=True)
 
 
-__all__ = ["CassetteMissError", "CassetteModel", "FakeModel", "Reply", "ToolCall", "cassette", "replay_strict"]
+__all__ = [
+    "CassetteMissError", "CassetteModel", "FakeModel", "Reply", "ToolCall", "cassette", "replay_cassette",
+    "replay_strict",
+]
