@@ -6,23 +6,28 @@ opens the client, lists the tools, and waits to be told to close. Callers in any
 requests through it and race them against the owner's end, so a server that dies mid-call gives a
 typed error instead of a hang. The next call after a loss restarts the server, once: a restart
 that fails leaves the connection broken for the rest of the segment.
+
+One deadline covers a start (spawn, the `initialize` handshake, listing tools): when it passes, the
+server is killed at once and the error names the step it was on. The caps (`max_tools`,
+`max_result_bytes`) are checked here, where the listing and each result arrive.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import tempfile
+import signal
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from tether.contracts.errors import ConfigError
-from tether.mcp.results import CallOutcome, outcome_of
-from tether.mcp.transport import Transport, stderr_tail
+from tether.mcp.errors import McpStartError
+from tether.mcp.results import CallOutcome, outcome_of, result_size
+from tether.mcp.transport import ServerWatch, Step, Transport
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp_types import RequestParamsMeta
+    from mcp_types import CallToolResult, RequestParamsMeta
     from mcp_types import Tool as McpTool
 
 _PAGE_CAP = 100
@@ -33,8 +38,8 @@ _CLOSE_TIMEOUT_S = 15.0  # the SDK's own stdio shutdown escalates within ~6 s
 class _Session:
     """One start of the server: its client, the owner task and why it ended, if it did."""
 
-    errlog: TextIO
-    """The server's stderr (a temporary file, read for error messages, closed with the session)."""
+    watch: ServerWatch
+    """The start's step, the server's stderr and exit code (read for error messages, closed with the session)."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     client: Client | None = None
@@ -49,9 +54,14 @@ class _Session:
 class Connection:
     """A server for one segment; `start()` lists its tools, `call()` runs one, `close()` ends it."""
 
-    def __init__(self, transport: Transport, *, start_timeout_s: float) -> None:
+    def __init__(
+        self, transport: Transport, *, start_timeout_s: float, max_tools: int | None = None,
+        max_result_bytes: int | None = None,
+    ) -> None:
         self.transport = transport
         self.start_timeout_s = start_timeout_s
+        self.max_tools = max_tools
+        self.max_result_bytes = max_result_bytes
         self._session: _Session | None = None
         self._broken: str | None = None
         self._closed = False
@@ -62,10 +72,8 @@ class Connection:
         return self.transport.describe()
 
     async def start(self) -> list[McpTool]:
-        """Start the server and list its tools; a `ConfigError` naming it and its stderr if it cannot."""
-        # Kept open past the session's start: its tail explains a failure; closed when the session ends.
-        errlog = cast(TextIO, tempfile.TemporaryFile("w+", encoding="utf-8", prefix="tether-mcp-"))  # noqa: SIM115
-        session = _Session(errlog)
+        """Start the server and list its tools within `start_timeout_s`; an `McpStartError` naming why not."""
+        session = _Session(ServerWatch())
         listed: asyncio.Future[list[McpTool]] = asyncio.get_running_loop().create_future()
         session.task = asyncio.create_task(self._own(session, listed), name=f"mcp: {self.name}")
         self._session = session
@@ -73,26 +81,54 @@ class Connection:
             async with asyncio.timeout(self.start_timeout_s):
                 return await asyncio.shield(listed)
         except TimeoutError:
-            problem = f"did not answer within {self.start_timeout_s:g}s"
-        except ConfigError:
-            await self._end(session)
-            raise
+            error = self._missed_deadline(session.watch)
+        except McpStartError as exc:
+            error = exc
         except Exception as exc:
-            problem = f"failed to start: {_reason(exc)}"
-        tail = stderr_tail(session.errlog)
-        await self._end(session)
-        raise ConfigError(
-            f"MCP server `{self.name}` {problem}." + (f" Its stderr ends with:\n{tail}" if tail else "")
-            + "\nCheck the command (run it by hand), its arguments and its environment.",
-            server=self.name,
-            stderr_tail=tail,
+            error = self._failed_start(session.watch, exc)
+        listed.cancel()  # the owner reports nothing more
+        session.watch.kill()  # a server that failed its start gets no grace period
+        await self._end(session, now=True)
+        raise error
+
+    def _missed_deadline(self, watch: ServerWatch) -> McpStartError:
+        doing = {"spawn": "was not running", "handshake": "did not answer `initialize`",
+                 "list": "did not finish listing its tools"}.get(watch.step, "did not start")
+        return self._start_error(
+            watch, f"{doing} within {self.start_timeout_s:g}s (start_timeout_s), so it was killed",
+            "Raise start_timeout_s= if the server is slow to start, or run the command by hand to see where it waits.",
+            cause="timeout", step=watch.step, start_timeout_s=self.start_timeout_s,
+        )
+
+    def _failed_start(self, watch: ServerWatch, exc: Exception) -> McpStartError:
+        code = watch.exit_code()
+        advice = "Check the command (run it by hand), its arguments and its environment."
+        if code is None:
+            return self._start_error(watch, f"failed to start: {_reason(exc)}", advice, cause="failed", step=watch.step)
+        when = _WHEN[watch.step]
+        ended = f"exited with code {code}" if code >= 0 else f"was killed by {_signal_name(-code)}"
+        return self._start_error(watch, f"{ended} {when}", advice, cause="exited", step=watch.step, exit_code=code)
+
+    def _start_error(self, watch: ServerWatch, problem: str, advice: str, **data: Any) -> McpStartError:
+        tail = watch.stderr_tail()
+        said = f" Its stderr ends with:\n{tail}" if tail else ""
+        return McpStartError(
+            f"MCP server `{self.name}` {problem}.{said}\n{advice}",
+            server=self.name, stderr_tail=tail, **data,
         )
 
     async def _own(self, session: _Session, listed: asyncio.Future[list[McpTool]]) -> None:
         """The owner task: open the client, list, wait for `stop`; record why it ended."""
         try:
-            async with self.transport.open(session.errlog) as client:
-                tools = await _list_all(client)
+            async with self.transport.open(session.watch) as client:
+                session.watch.step = "list"
+                try:
+                    tools = await self._list_all(client)
+                except McpStartError as exc:  # reported as it is, not wrapped by the transport's task groups
+                    if not listed.done():
+                        listed.set_exception(exc)
+                    return
+                session.watch.step = "ready"
                 session.client = client
                 if not listed.done():
                     listed.set_result(tools)
@@ -103,6 +139,26 @@ class Connection:
                 listed.set_exception(exc if isinstance(exc, Exception) else ConnectionError(_reason(exc)))
         finally:
             session.gone.set()
+
+    async def _list_all(self, client: Client) -> list[McpTool]:
+        """Every page of the listing; past `max_tools`, an `McpStartError` before the next page is read."""
+        tools: list[McpTool] = []
+        cursor: str | None = None
+        for _ in range(_PAGE_CAP):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            if self.max_tools is not None and len(tools) > self.max_tools:
+                more = "at least " if page.next_cursor is not None else ""
+                raise McpStartError(
+                    f"MCP server `{self.name}` lists {more}{len(tools)} tools, more than max_tools={self.max_tools}; "
+                    "the engine stopped reading its listing. Raise max_tools= on the MCP toolset if you trust "
+                    "this server (the cap counts its whole listing, before allow=/deny=).",
+                    server=self.name, cause="max-tools", max_tools=self.max_tools, tools=len(tools),
+                )
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
 
     async def call(
         self, name: str, args: dict[str, Any], *, meta: dict[str, Any], timeout_s: float | None
@@ -130,10 +186,28 @@ class Connection:
             return await self._lost(live, name, live.lost or "the request was cancelled by the transport")
         if request in done:
             exc = request.exception()
-            return outcome_of(request.result()) if exc is None else await self._failed(live, name, exc, timeout_s)
+            if exc is not None:
+                return await self._failed(live, name, exc, timeout_s)
+            return self._outcome(name, request.result())
         if ended in done:
             return await self._lost(live, name, live.lost or "the connection ended")
         return _timeout(name, timeout_s)
+
+    def _outcome(self, name: str, result: CallToolResult) -> CallOutcome:
+        """The result the model reads, or a typed error when it is larger than `max_result_bytes` (then dropped)."""
+        cap = self.max_result_bytes
+        size = result_size(result, cap)
+        if cap is None or size <= cap:
+            return outcome_of(result)
+        return CallOutcome(
+            "error",
+            error=(
+                f"[max_result_bytes] MCP tool {name!r} of server `{self.name}` answered more than "
+                f"max_result_bytes={cap} bytes (at least {size}); the result was dropped. Ask the tool for less "
+                "(a narrower query, a page), or raise max_result_bytes= on the MCP toolset."
+            ),
+            limit="max_result_bytes",
+        )
 
     async def _failed(self, session: _Session, name: str, exc: BaseException, timeout_s: float | None) -> CallOutcome:
         from mcp import MCPError
@@ -149,8 +223,11 @@ class Connection:
         return await self._lost(session, name, _reason(exc))
 
     async def _lost(self, session: _Session, name: str, reason: str) -> CallOutcome:
+        code = session.watch.exit_code()
+        if code is not None and session.lost is None:
+            reason = f"{reason}; the command exited with code {code}"
         session.lost = session.lost or reason
-        tail = stderr_tail(session.errlog)
+        tail = session.watch.stderr_tail()
         await self._end(session)
         return CallOutcome(
             "error",
@@ -186,11 +263,14 @@ class Connection:
         if self._session is not None:
             await self._end(self._session)
 
-    async def _end(self, session: _Session) -> None:
+    async def _end(self, session: _Session, *, now: bool = False) -> None:
+        """Stop the session: gracefully (stdin closed, then the SDK escalates), or `now` by cancelling its owner."""
         session.stop.set()
         task = session.task
         try:
             if task is not None and not task.done():
+                if now:
+                    task.cancel()
                 await asyncio.wait_for(asyncio.shield(task), _CLOSE_TIMEOUT_S)
         except TimeoutError:
             assert task is not None
@@ -199,19 +279,20 @@ class Connection:
                 await task
         finally:
             if task is None or task.done():
-                session.errlog.close()
+                session.watch.close()
 
 
-async def _list_all(client: Client) -> list[McpTool]:
-    tools: list[McpTool] = []
-    cursor: str | None = None
-    for _ in range(_PAGE_CAP):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tools
+_WHEN: dict[Step, str] = {
+    "spawn": "as it started", "handshake": "before answering `initialize`", "list": "while listing its tools",
+    "ready": "after listing its tools",
+}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _timeout(name: str, timeout_s: float | None) -> CallOutcome:

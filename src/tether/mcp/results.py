@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult, ContentBlock
+
+    from tether.contracts.protocols import LimitName
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,43 @@ class CallOutcome:
     outcome: Literal["ok", "error", "timeout"]
     value: Any = None
     error: str | None = None
+    limit: LimitName | None = None
+    """The cap the call hit (`max_result_bytes`), if one did."""
+
+
+def result_size(result: CallToolResult, cap: int | None = None) -> int:
+    """The bytes a result holds: text as UTF-8, media and blobs as their base64 data, structured content as
+    compact JSON; counting stops once it passes `cap` (so a huge structured value is never encoded whole)."""
+    total = 0
+    for block in result.content:
+        total += sum(_utf8_len(s) for s in _strings(block))
+        if cap is not None and total > cap:
+            return total
+    if result.structured_content is not None:
+        encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+        for chunk in encoder.iterencode(result.structured_content):  # chunk by chunk, never the whole text
+            total += _utf8_len(chunk)
+            if cap is not None and total > cap:
+                break
+    return total
+
+
+def _strings(block: ContentBlock) -> list[str]:
+    """The payload strings of one content block (what its size is made of)."""
+    from mcp_types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent, TextContent
+
+    if isinstance(block, TextContent):
+        return [block.text]
+    if isinstance(block, ImageContent | AudioContent):
+        return [block.data]
+    if isinstance(block, EmbeddedResource):
+        res = block.resource
+        return [res.blob if isinstance(res, BlobResourceContents) else res.text]
+    return []
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", errors="replace"))
 
 
 def outcome_of(result: CallToolResult) -> CallOutcome:

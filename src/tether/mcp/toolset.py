@@ -35,6 +35,11 @@ ATTEMPT_META = "tether/attempt-id"
 Approval = bool | Collection[str] | None
 """`needs_approval=`: None follows `destructiveHint`; True/False for every tool; or names/globs."""
 
+MAX_TOOLS = 256
+"""`max_tools=`'s default: the most tools a server may list (its whole listing, before `allow`/`deny`)."""
+MAX_RESULT_BYTES = 16 * 1024**2
+"""`max_result_bytes=`'s default (16 MiB): the largest tool result kept; a larger one becomes a tool error."""
+
 
 class McpToolset:
     """An MCP server whose tools an agent may use; pass it in `tools=` like a `tether.Tool`."""
@@ -50,10 +55,18 @@ class McpToolset:
         start_timeout_s: float = 60.0,
         needs_approval: Approval = None,
         units: float | None = None,
+        max_tools: int | None = MAX_TOOLS,
+        max_result_bytes: int | None = MAX_RESULT_BYTES,
     ) -> None:
         for option, value in (("allow", allow), ("deny", deny), ("needs_approval", needs_approval)):
             if isinstance(value, str):
                 raise ConfigError(f"{option}= takes a list of tool names or globs, not the string {value!r}")
+        for option, cap in (("max_tools", max_tools), ("max_result_bytes", max_result_bytes)):
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+                raise ConfigError(f"{option}= takes a whole number of at least 1 (or None for no cap), not {cap!r}",
+                                  option=option)
+        _check_seconds("start_timeout_s", start_timeout_s, optional=False)
+        _check_seconds("timeout_s", timeout_s, optional=True)
         self.transport = transport
         self.prefix = prefix
         self.allow = tuple(allow) if allow is not None else None
@@ -62,6 +75,8 @@ class McpToolset:
         self.start_timeout_s = start_timeout_s
         self.needs_approval = needs_approval
         self.units = units
+        self.max_tools = max_tools
+        self.max_result_bytes = max_result_bytes
         self._live: dict[AsyncExitStack, asyncio.Future[list[Tool]]] = {}
 
     def __repr__(self) -> str:
@@ -71,7 +86,8 @@ class McpToolset:
         """This segment's tools: the server is started (once per segment) on first use."""
         listing = self._live.get(resources)
         if listing is None or (listing.done() and (listing.cancelled() or listing.exception() is not None)):
-            connection = Connection(self.transport, start_timeout_s=self.start_timeout_s)
+            connection = Connection(self.transport, start_timeout_s=self.start_timeout_s, max_tools=self.max_tools,
+                                    max_result_bytes=self.max_result_bytes)
             resources.push_async_callback(self._close, resources, connection)
             listing = asyncio.ensure_future(self._list(connection))
             self._live[resources] = listing
@@ -142,6 +158,7 @@ class McpExecutor:
             outcome=done.outcome,
             value=done.value,
             error=done.error,
+            limit=done.limit,
             duration_ms=(loop.time() - started) * 1000.0,
         )
 
@@ -152,10 +169,19 @@ def _direct_call(executor: McpExecutor, name: str, timeout_s: float | None) -> C
     async def call_mcp_tool(**args: Any) -> Any:
         result = await executor.run(ExecRequest(tool=name, target="", args=args, timeout_s=timeout_s))
         if result.outcome != "ok":
-            raise McpToolError(result.error or f"MCP tool {name!r} ended {result.outcome}", outcome=result.outcome)
+            raise McpToolError(result.error or f"MCP tool {name!r} ended {result.outcome}", outcome=result.outcome,
+                               limit=result.limit)
         return result.value
 
     return call_mcp_tool
+
+
+def _check_seconds(option: str, value: object, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        none = " (or None to wait as long as the server takes)" if optional else ""
+        raise ConfigError(f"{option}= takes a number of seconds above 0{none}, not {value!r}", option=option)
 
 
 class McpToolError(TetherError):
