@@ -28,7 +28,8 @@ if importlib.util.find_spec("pydantic_ai") is None:
 
 from tether.integrations.pydantic_ai.durable import DurableAgent, durable
 from tether.integrations.pydantic_ai.model import IDEMPOTENCY_KEY, TetherModel
-from tether.integrations.pydantic_ai.run import RunResult, run, tether_model
+from tether.integrations.pydantic_ai.refs import AdapterModel, tether_model
+from tether.integrations.pydantic_ai.run import RunResult, run
 
 
 def idempotency_key() -> str | None:
@@ -36,4 +37,6 @@ def idempotency_key() -> str | None:
     return IDEMPOTENCY_KEY.get()
 
 
-__all__ = ["DurableAgent", "RunResult", "TetherModel", "durable", "idempotency_key", "run", "tether_model"]
+__all__ = [
+    "AdapterModel", "DurableAgent", "RunResult", "TetherModel", "durable", "idempotency_key", "run", "tether_model",
+]

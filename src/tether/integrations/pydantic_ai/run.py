@@ -12,14 +12,14 @@ from pydantic import TypeAdapter
 from pydantic_ai.agent import AbstractAgent, EventStreamHandler
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, UserContent
-from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, TetherError
+from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
 from tether.contracts.results import AgentError, AgentResult, AgentStatus
 from tether.contracts.stream import ErrorKind
 from tether.integrations.pydantic_ai.model import TetherCapability, TetherModel
+from tether.integrations.pydantic_ai.refs import tether_model
 from tether.journal.canonical import content_key
 from tether.loops import LoopSession, find_stop
 from tether.routing import ModelLike
@@ -38,14 +38,6 @@ _RUN_USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
 
 USAGE_ARTIFACT = "pydantic_ai_usage"
 """The terminal's record of the run's pydantic-ai `RunUsage` (requests, tool calls, tokens), for replays."""
-
-_PROVIDERS = {
-    "openai": "openai", "openai-responses": "openai", "openai-chat": "openai", "anthropic": "anthropic",
-    "google": "google", "google-gla": "google", "gemini": "google", "google-vertex": "vertex",
-    "google-cloud": "vertex", "bedrock": "bedrock",
-}
-"""pydantic-ai provider prefixes whose tether adapter id differs (any other prefix is taken as the adapter id)."""
-
 
 @dataclass(frozen=True)
 class RunResult(Generic[OutputT]):
@@ -95,8 +87,8 @@ async def run(
             `agent.run(...)` (`model_settings["max_tokens"]` caps each request, the budget may clamp it lower; the
             handler sees each reply's events once it has settled, also when it is replayed).
         model: The tether model that serves (`"adapter:model"` or a `tether.ModelSpec` with fallbacks). Default:
-            the agent's own model mapped to the tether adapter of the same provider (`"openai:gpt-4o"` ->
-            `openai:gpt-4o`), else the engine's `routing` for the `loop` role.
+            the agent's own model: an `AdapterModel`'s ref, else mapped to the tether adapter of the same provider
+            (`"openai:gpt-4o"` -> `openai:gpt-4o`); with no model on the agent, the engine's `routing` for `loop`.
         key: Identity instead of the prompt (and history): the journal matches on it.
         label: A display name (events, `tether tree`); default the agent's name.
         est_cost: USD reserved at admission instead of the priced estimate of one turn.
@@ -198,23 +190,6 @@ def _failure(exc: BaseException) -> tuple[AgentStatus, AgentError]:
     return "error", AgentError(kind=kind, message=message)
 
 
-def tether_model(agent_model: Model | str | None) -> str | None:
-    """The tether model ref for a pydantic-ai agent's own model (None: let the engine's routing pick)."""
-    if agent_model is None:
-        return None
-    if isinstance(agent_model, str):
-        provider, sep, name = agent_model.partition(":")
-    else:
-        provider, sep, name = agent_model.system, ":", agent_model.model_name
-    if not sep or not name or provider in ("test", "function"):
-        raise ConfigError(
-            f"the pydantic-ai agent's model {agent_model if isinstance(agent_model, str) else name!r} maps to no "
-            "tether adapter; pass model='adapter:model' (a model the engine has, e.g. 'fake:m' in tests).",
-            model=str(agent_model) if isinstance(agent_model, str) else name,
-        )
-    return f"{_PROVIDERS.get(provider, provider)}:{name}"
-
-
 def identity_tools(agent: AbstractAgent[Any, Any]) -> list[Tool]:
     """The agent's function tools as the journal identifies them (name, description, schema); tools a toolset
     only lists at run time (MCP servers, dynamic toolsets) are not part of the identity."""
@@ -281,4 +256,4 @@ def _journaled_usage(result: AgentResult[Any]) -> RunUsage:
                     cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens)
 
 
-__all__ = ["ACTIVE_CTX", "RunResult", "run", "tether_model"]
+__all__ = ["ACTIVE_CTX", "RunResult", "run"]
