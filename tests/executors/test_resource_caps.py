@@ -38,6 +38,13 @@ def _peak_rss() -> int:
     raise AssertionError("no VmHWM")
 
 
+def _held_down(before: int) -> bool:
+    """The engine's peak RSS grew by under 64 MB over the call, and stayed under 300 MB when the test process
+    started small enough to tell (run alone it does; deep in the full suite it is big already)."""
+    peak = _peak_rss()
+    return peak - before < 64 * MB and (before > 236 * MB or peak < 300 * MB)
+
+
 def _process_cap_binds() -> bool:
     group = pids_group(8)
     if group is not None:
@@ -63,14 +70,15 @@ async def test_a_tool_past_its_cap_is_a_typed_error_naming_it(executor: str, fn:
                                                        limits=limits))
     assert result.outcome == "error" and result.limit == cap, result
     assert result.error is not None and result.error.startswith(f"[{cap}]")
-    assert _peak_rss() - before < 64 * MB and _peak_rss() < 300 * MB  # never 300 MB read into the engine
+    assert _held_down(before)  # never 300 MB read into the engine
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 async def test_the_default_caps_refuse_a_300mb_result_unread(executor: str) -> None:
     _peak_rss_reset()
+    before = _peak_rss()
     result = await _executor(executor).run(ExecRequest(tool="r", target="cap_tools:return_300mb", args={}))
-    assert result.limit == "max_result_bytes" and _peak_rss() < 300 * MB
+    assert result.limit == "max_result_bytes" and _held_down(before)
 
 
 async def test_a_fork_bomb_in_a_run_is_a_tool_error_the_agent_reads_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -93,11 +101,12 @@ async def test_a_fork_bomb_in_a_run_is_a_tool_error_the_agent_reads_and_the_run_
 
     try:
         _peak_rss_reset()
+        before = _peak_rss()
         out = await engine.run(bomb, run_id="bomb-1")
         assert out.status == "ok" and "[max_processes]" in out.value, out.value
         ledger = await engine.effect_ledger("bomb-1")
         assert [r.outcome for r in ledger] == ["error"]
-        assert _peak_rss() < 300 * MB
+        assert _held_down(before)
     finally:
         await engine.close()
 
