@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tether.cli.app import resolve
 from tether.cli.shell import StoreOpt
 from tether.contracts.queue import DEFAULT_MAX_ATTEMPTS
+
+if TYPE_CHECKING:
+    from tether.engine.engine import Engine
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +59,37 @@ def worker(
         try:
             await runner.run(stop)
         finally:
-            await engine.close()
+            await close_within(engine, CLOSE_S, runner.id)
 
     asyncio.run(main())  # a TetherError becomes one line on stderr (TetherGroup)
+
+
+CLOSE_S = 1.0
+"""Seconds a stopped worker waits for its store's connections to close (a stalled database never answers)."""
+
+
+async def close_within(engine: Engine, timeout_s: float, worker_id: str) -> None:
+    """`engine.close()`, abandoned after `timeout_s`: the process is exiting, the connections go with it."""
+    closing = asyncio.ensure_future(engine.close())
+    done, _ = await asyncio.wait([closing], timeout=timeout_s)
+    if closing in done:
+        closing.result()
+        return
+    print(f"worker {worker_id}: store unreachable: its connections did not close within {timeout_s:g} s; "
+          f"abandoned them", flush=True)
+    # What is left waits on the stalled store: cancel it (twice interrupts psycopg's own cancel of a query) and
+    # collect its errors, so the exit is quiet and `asyncio.run` finds nothing to wait for.
+    leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for _ in range(2):
+        for t in leftovers:
+            t.cancel()
+        await asyncio.wait(leftovers, timeout=timeout_s / 2)
+    for t in leftovers:
+        t.add_done_callback(_quiet)
+        if t.done():
+            _quiet(t)
+
+
+def _quiet(task: asyncio.Future[object]) -> None:
+    if not task.cancelled():
+        task.exception()

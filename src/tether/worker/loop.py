@@ -8,6 +8,11 @@ next claim, in the same round trip. Stopping stops claiming, lets runs finish fo
 hands the rest back: their leases are released and they are queued again, so another worker
 resumes them at once. A run whose last `max_attempts` claims all lapsed (their workers died) is
 dead-lettered instead of driven (`worker.dead_letter`).
+
+Stopping is bounded even when the database stalls (accepts bytes, answers nothing): a round trip in
+flight when `stop` is set, the hand-back and the reports of what the worker held all end by `grace_s` +
+`STOP_S` after `stop`; what has not answered by then is abandoned (its claims lapse with their leases and
+are taken over like a dead worker's), and the worker says so in one line.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.contracts.errors import (
     ConfigError,
@@ -45,6 +50,22 @@ from tether.worker.schedules import fire_due
 if TYPE_CHECKING:
     from tether.engine.engine import Engine
     from tether.engine.handle import RunHandle
+
+
+T = TypeVar("T")
+
+STOP_S = 4.0
+"""After `stop` (and `grace_s`), seconds the store gets for what is left: an answer to the round trip in flight,
+the hand-back of the runs still held and the reports of their claims. What has not answered by then is abandoned."""
+
+
+class _Abandoned(Exception):
+    """A store round trip did not answer within `STOP_S` of `stop`: the worker stops without it."""
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # an abandoned round trip may still fail: that is expected, not worth a warning
 
 
 @dataclass
@@ -111,6 +132,12 @@ class Worker:
         self._turn = 0
         self._schedules_at = 0.0
         """When (this loop's clock) to look for due schedule ticks next."""
+        self._stopped_at: float | None = None
+        """When (this loop's clock) the worker saw `stop`: shutdown's deadlines count from it."""
+        self._unreachable = False
+        """The store did not answer within `STOP_S` of `stop`: shutdown abandoned what was left."""
+        self._reporting: list[Finished] = []
+        """The finished claims the claim round trip in flight reports (back in `_finished` if it is abandoned)."""
 
     def health(self, store: QueueStore) -> str:
         """The line a worker prints when it is ready: who, what it serves, and where."""
@@ -134,25 +161,63 @@ class Worker:
             while not stop.is_set():
                 wakeups.clear()
                 self._freed.clear()
-                await self._fire_schedules(store)
+                await self._unless_stopped(self._fire_schedules(store), stop, "its schedules look-up")
                 room = self.concurrency - len(self._tasks)
                 if room > 0 or self._finished:
-                    claims = await self._claim(store, room)
+                    claims = await self._unless_stopped(self._claim(store, room), stop, "its claim")
                     for claim in claims:
                         self._start(claim)
                     if len(claims) == room:
                         continue  # there may be more: claim again as soon as there is room
                 await self._idle(wakeups, stop)
+        except _Abandoned:
+            pass
         finally:
             wakeups.close()
             await self._shutdown(store)
         return self.stats
 
+    def _saw_stop(self) -> float:
+        """When the worker first saw `stop` (this loop's clock)."""
+        if self._stopped_at is None:
+            self._stopped_at = asyncio.get_running_loop().time()
+        return self._stopped_at
+
+    async def _unless_stopped(self, work: Coroutine[Any, Any, T], stop: asyncio.Event, what: str) -> T:
+        """`await work`, unless `stop` is set first and `work` then does not end within `STOP_S` (a store that
+        stalls): then cancel it, leave it behind and raise `_Abandoned`."""
+        task = asyncio.ensure_future(work)
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            stopping.cancel()
+        if not task.done():  # stopping with a round trip in flight: it may still answer, for a while
+            left = self._saw_stop() + STOP_S - asyncio.get_running_loop().time()
+            await asyncio.wait([task], timeout=max(0.0, left))
+        if not task.done():
+            self._unreachable = True
+            self._finished = self._reporting + self._finished  # not reported: shutdown accounts for them
+            self._reporting = []
+            task.add_done_callback(_retrieve)
+            task.cancel()  # psycopg may take seconds to give up on the stalled query: not waited for
+            self._log(f"worker {self.id}: store unreachable: no answer within {STOP_S:g} s of stopping; "
+                      f"abandoned {what}")
+            raise _Abandoned
+        return task.result()
+
     async def _claim(self, store: QueueStore, room: int) -> list[Claim]:
         """Report the finished claims and claim up to `room` runs, in one round trip."""
         finished, self._finished = self._finished, []
         if room <= 0:
-            await self._report(store, finished)
+            self._reporting = finished
+            try:
+                await self._report(store, finished)
+            finally:
+                self._reporting = []
             return []
         turn = self._turn % len(self.queues)  # rotate, so a busy first queue never starves the others
         self._turn += 1
@@ -166,20 +231,27 @@ class Worker:
             limits={q: self.engine.limits.queues[q] for q in order if q in self.engine.limits.queues},
             finished=finished,
         )
+        self._reporting = finished
         try:
             return await store.claim(request)
         except StoreUnavailableError as exc:
-            self._finished = finished + self._finished  # reported with the next claim
+            if self._reporting is finished:  # not abandoned (then `_unless_stopped` put them back already)
+                self._finished = finished + self._finished  # reported with the next claim
             self._log(f"worker {self.id}: claim failed, will retry: {exc.message}")
             return []
+        finally:
+            self._reporting = []
 
     async def _report(self, store: QueueStore, finished: list[Finished]) -> None:
-        """Let go of claims on their own (no room to claim, or shutting down)."""
-        for f in finished:
+        """Let go of claims on their own (no room to claim, or shutting down), taking each off `finished` once
+        its report is answered (so what is left there was not reported)."""
+        while finished:
+            f = finished[0]
             try:
                 await store.finish(f.claim, f.state, f.error)
             except TetherError as exc:
                 self._log(f"run {f.claim.run_id}: could not report {f.state} ({exc.message}); its claim lapses instead")
+            finished.pop(0)
 
     async def _fire_schedules(self, store: QueueStore) -> None:
         """Queue the due ticks of the schedules of this worker's workflows, at most once per poll (or at the tick)."""
@@ -209,6 +281,8 @@ class Worker:
             for w in waiters:
                 w.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
+        if stop.is_set():
+            self._saw_stop()
 
     def _start(self, claim: Claim) -> None:
         self.stats.claimed += 1
@@ -275,17 +349,45 @@ class Worker:
         return state
 
     async def _shutdown(self, store: QueueStore) -> None:
-        """Stop claiming (the caller did), let runs finish for `grace_s`, hand the rest back, wait for all."""
+        """Stop claiming (the caller did), let runs finish for `grace_s`, hand the rest back, report them; all of
+        it by `grace_s` + `STOP_S` after `stop` (at least 1 s for the hand-back), abandoning what the store has
+        not answered by then."""
+        loop = asyncio.get_running_loop()
+        began = self._saw_stop()
         tasks = list(self._tasks.values())
         if tasks and self.grace_s > 0:
             self._log(f"worker {self.id}: stopping; {len(tasks)} run(s) may finish within {self.grace_s:g} s")
-            await asyncio.wait(tasks, timeout=self.grace_s)
+            await asyncio.wait(tasks, timeout=max(0.0, began + self.grace_s - loop.time()))
         if self._tasks:
             self._log(f"worker {self.id}: handing back {len(self._tasks)} run(s)")
         self._handing_back = True
         for handle in list(self._handles.values()):
             handle.hand_back("worker shutting down")
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        finished, self._finished = self._finished, []
-        await self._report(store, finished)
+        letting_go = loop.create_task(self._let_go(store))
+        left = max(began + self.grace_s + STOP_S - loop.time(), 1.0)
+        await asyncio.wait([letting_go], timeout=left)
+        if not letting_go.done():
+            self._unreachable = True
+            letting_go.add_done_callback(_retrieve)
+            letting_go.cancel()
+        if self._unreachable:
+            self._log(self._abandoned_line())
         self._log(f"worker {self.id}: stopped ({self.stats})")
+
+    async def _let_go(self, store: QueueStore) -> None:
+        """Wait for the handed-back runs to settle, then report every claim still held, one by one."""
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        await self._report(store, self._finished)
+
+    def _abandoned_line(self) -> str:
+        """The one line a worker that stopped without its store prints: what it left to lapse."""
+        held = sorted({*self._tasks, *(f.claim.run_id for f in self._finished)})
+        if not held:
+            return f"worker {self.id}: store unreachable: released nothing (it held no runs)"
+        for task in self._tasks.values():
+            task.cancel()  # their writes wait on the stalled store; the leases lapse instead
+        ttl = self.engine.limits.lease_ttl_s
+        return (
+            f"worker {self.id}: store unreachable: released nothing for {len(held)} claimed run(s) "
+            f"({', '.join(held)}); they are taken over when their leases lapse (lease ttl {ttl:g} s)"
+        )
