@@ -33,6 +33,8 @@ EXIT_USAGE = 2
 EXIT_EXHAUSTED = 3
 EXIT_SUSPENDED = 4
 EXIT_CANCELLED = 5
+EXIT_CANNOT_START = 6
+"""A long-running command (`serve`, `worker`) could not begin its work: a busy port, an unreachable store."""
 STATUS_EXIT = {
     "ok": EXIT_OK,
     "error": EXIT_ERROR,
@@ -43,7 +45,8 @@ STATUS_EXIT = {
 }
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 error, 2 usage error, 3 exhausted (a ceiling stopped the run), "
-    "4 suspended (waiting for `tether resolve`), 5 cancelled."
+    "4 suspended (waiting for `tether resolve`), 5 cancelled, 6 could not start (`serve`, `worker`: a busy port, "
+    "an unreachable store)."
 )
 
 StoreOpt = Annotated[
@@ -74,6 +77,16 @@ def fail(exc: BaseException, *, code: int = EXIT_ERROR) -> NoReturn:
         line = f"error (internal): {type(exc).__name__}: {exc} (run with --debug for the traceback)"
     typer.echo(one_line(line), err=True)
     raise typer.Exit(code)
+
+
+def cannot_start(command: str, why: BaseException | str) -> NoReturn:
+    """`tether serve`/`tether worker` could not begin: one line on stderr, exit 6 (before any banner)."""
+    if isinstance(why, TetherError):
+        line = f"error ({why.code}): tether {command} could not start: {why.message}"
+    else:
+        line = f"error (cannot-start): tether {command} could not start: {why}"
+    typer.echo(one_line(line), err=True)
+    raise typer.Exit(EXIT_CANNOT_START)
 
 
 def usage(message: str) -> NoReturn:
