@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -93,9 +94,26 @@ def usage(message: str) -> NoReturn:
     raise CommandLineError(message)
 
 
+PIPE_WIDTH = 100_000
+"""The width of output into a pipe or file: wider than any line, so nothing is cut (`tether tree RUN | cat`)."""
+
+
+def output_width() -> int | None:
+    """`COLUMNS` when set; else the terminal's own width (None: rich asks it); else, into a pipe or file,
+    no limit: a pipe has no edge to fit, so no line is cut or folded to 80 columns."""
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return None  # rich reads COLUMNS itself
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stdout
+        tty = False
+    return None if tty else PIPE_WIDTH
+
+
 def console() -> Console:
     """Human output on stdout. Anything taken from user data must go through `esc`."""
-    return Console(highlight=False, soft_wrap=True, emoji=False)  # `:skull:` in a run id stays text
+    # `:skull:` in a run id stays text
+    return Console(highlight=False, soft_wrap=True, emoji=False, width=output_width())
 
 
 def esc(value: Any) -> str:

@@ -49,7 +49,7 @@ def tree(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
     refused_at_root = [e.detail for e in report.events if e.kind == "spawn_refused" and e.agent_id == 0]
     if refused_at_root:
         root.add(f"[red]refused at the workflow: {esc(', '.join(str(d) for d in refused_at_root))}[/red]")
-    console().print(root)
+    console().print(root, soft_wrap=False)  # a line wider than the terminal wraps under its branch, never cut
 
 
 def _color(status: str) -> str:
