@@ -62,6 +62,11 @@ def store_url(url: str | None) -> str:
     return configured_store(url)
 
 
+def plural(count: int, word: str) -> str:
+    """`1 call`, `2 calls`, `0 calls`."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
