@@ -76,16 +76,11 @@ def serve(
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A socket bound to `host:port`, or one line and exit 6 naming why it could not be."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                              flags=socket.AI_PASSIVE)[0]
-    except OSError as exc:
-        cannot_start("serve", f"cannot resolve --host {host!r} ({exc.strerror or exc}).")
-    sock = socket.socket(family, kind, proto)
+    """A socket bound to `host:port` as uvicorn binds it, or one line and exit 6 naming why it could not be."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
+        sock.bind((host, port))
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
