@@ -94,7 +94,6 @@ def test_form_and_text_plain_posts_cannot_resolve_or_start_and_change_nothing(se
         ("/api/runs", "multipart/form-data; boundary=x",
          b'--x\r\nContent-Disposition: form-data; name="workflow"\r\n\r\necho\r\n--x--\r\n'),
         ("/api/runs", "text/plain", b'{"workflow": "echo", "run_id": "csrf-2", "args": {"a": "="}}\r\n'),
-        ("/api/runs/w-1/cancel", None, b""),  # fetch(url, {method: "POST", mode: "no-cors"}): no type at all
     ]
     for path, ctype, body in attacks:
         for origin in ({"Origin": OTHER_PORT}, {}):
@@ -104,6 +103,11 @@ def test_form_and_text_plain_posts_cannot_resolve_or_start_and_change_nothing(se
             error = r.json()["error"]
             assert error["code"] == "unsupported-media-type"
             assert "takes only 'Content-Type: application/json'" in error["message"]
+    # fetch(url, {method: "POST", mode: "no-cors"}): no body and no type, so nothing to type-check; the
+    # client header (which no page can add unasked) refuses it
+    for origin, code in (({"Origin": OTHER_PORT}, "cross-origin"), ({}, "client-header-required")):
+        r = browser.post("/api/runs/w-1/cancel", headers=origin)
+        assert r.status_code == 403 and r.json()["error"]["code"] == code, (origin, r.text)
     assert open_keys(client, "w-1") == ["approve"] and run_status(client, "w-1") == "suspended"
     assert run_ids(client) == ["w-1"]
 

@@ -85,8 +85,9 @@ def unpriced_refusal(served_by: str, account: Account, *, strict: bool, allowed:
         f"spend without bound against the {usd(ceiling.ceiling)} USD ceiling of {ceiling.name!r}. "
         f"Price it with Engine(prices={{{served_by!r}: tether.Price(input=..., output=...)}}), or "
         f"for a gateway pass price_provider='<genai-prices provider, e.g. groq>' to "
-        f"tether.models.openai_compatible(...), or run with allow_unpriced=True (`tether run --allow-unpriced`) "
-        f"to accept it.",
+        f"tether.models.openai_compatible(...) (local=True for a server of your own with no bill, which prices "
+        f"every model at 0 USD), or price it free with tether.Price.free(), or run with allow_unpriced=True "
+        f"(`tether run --allow-unpriced`) to accept it.",
         model=served_by,
         ceiling=ceiling.ceiling,
     )

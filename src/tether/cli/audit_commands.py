@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, read_store
+from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, plural, read_store
+from tether.contracts.errors import ConfigError
 
 if TYPE_CHECKING:
     from tether.audit.verify import Verified
@@ -41,9 +42,23 @@ def verify(
 
     if store is None and Path(target).is_file():
         verified = verify_bundle(target, key, allow_unchained=allow_unchained)
+    elif store is None and _names_a_file(target):
+        raise ConfigError(
+            f"no bundle file {target} (the file {Path(target).absolute()} does not exist). Pass the path of a "
+            f"bundle `tether export` wrote, or a RUN id with --store to check a run in its store.",
+            path=target,
+        )
     else:
         verified = read_store(store, lambda e: _live(e, target, head, allow_unchained))
     _report(verified, json_out)
+
+
+BUNDLE_SUFFIXES = (".bundle", ".json", ".zip", ".tar", ".gz")
+
+
+def _names_a_file(target: str) -> bool:
+    """Whether `target` reads as a path (a separator, a bundle's suffix) rather than a run id."""
+    return "/" in target or "\\" in target or target.lower().endswith(BUNDLE_SUFFIXES)
 
 
 async def _live(engine: Engine, run_id: str, head: str | None, allow_unchained: bool) -> Verified:
@@ -88,7 +103,8 @@ def export(
     else:
         path = read_store(store, lambda e: e.export(run_id, out, sign_key=sign, allow_unchained=allow_unchained))
     signed = f", signed with {sign}" if sign else ", unsigned"
-    console().print(f"wrote {esc(str(path))}{signed}; check it with: tether verify {esc(str(path))}")
+    check = f"tether verify {path} --key PUBLIC_KEY (the public half of {sign})" if sign else f"tether verify {path}"
+    console().print(f"wrote {esc(str(path))}{signed}; check it with: {esc(check)}")
 
 
 def export_cassette(
@@ -106,7 +122,7 @@ def export_cassette(
     doc = read_store(store, lambda e: _cassette(e, run_id, workflow, app))
     cassette, test = write_cassette(doc, out)
     hint = "" if workflow else " (set WORKFLOW in it, or export again with --workflow MODULE:WORKFLOW)"
-    console().print(f"wrote {esc(str(cassette))} ({len(doc['calls'])} calls) and {esc(str(test))}{hint}; "
+    console().print(f"wrote {esc(str(cassette))} ({plural(len(doc['calls']), 'call')}) and {esc(str(test))}{hint}; "
                     f"run it with: pytest {esc(str(test))}")
 
 

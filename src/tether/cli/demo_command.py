@@ -12,7 +12,18 @@ from typing import Annotated
 import typer
 
 from tether.cli.outcome import error_view, jsonable, store_flag
-from tether.cli.shell import STATUS_EXIT, JsonOpt, StoreOpt, console, emit_json, engine_on, esc, run_async, store_url
+from tether.cli.shell import (
+    STATUS_EXIT,
+    JsonOpt,
+    StoreOpt,
+    console,
+    emit_json,
+    engine_on,
+    esc,
+    plural,
+    run_async,
+    store_url,
+)
 from tether.contracts.money import usd
 
 
@@ -71,7 +82,7 @@ def demo(
     con.print(f"   model calls made by the resume: {resumed.calls} ({source}); journal hits made none")
     con.print(f"[bold]3.[/bold] outcome: {esc(outcome.status)}, value {esc(json.dumps(jsonable(outcome.value)))}")
     con.print(
-        f"   cost {usd(outcome.cost.total_usd)} USD over {outcome.cost.provider_calls} provider calls; "
+        f"   cost {usd(outcome.cost.total_usd)} USD over {plural(outcome.cost.provider_calls, 'provider call')}; "
         f"run id {esc(run_id)}"
     )
     flag = store_flag(url)

@@ -17,6 +17,7 @@ from tether.cli.shell import (
     esc,
     one_line,
     parse_args,
+    plural,
     read_store,
     resolve_for_run,
     run_async,
@@ -104,16 +105,16 @@ def print_preview(con: Console, p: ForkPreview) -> None:
     for label, ref in p.models.items():
         con.print(f"  swap       {esc(label)} -> {esc(ref)}")
     agents = sum(1 for r in p.reused if r.kind == "agent")
-    con.print(f"  reused     {len(p.reused)} calls, {usd(p.reused_usd)} USD the source paid for its {agents} agent "
-              f"call{'s' if agents != 1 else ''} (billed 0)")
+    con.print(f"  reused     {plural(len(p.reused), 'call')}, {usd(p.reused_usd)} USD the source paid for its "
+              f"{agents} agent call{'s' if agents != 1 else ''} (billed 0)")
     for r in p.reused:
         con.print(f"    seq {r.seq:<5} {esc(r.kind):<6} {esc(r.label or '-')}")
-    con.print(f"  invalid    {len(p.invalidated)} calls")
+    con.print(f"  invalid    {plural(len(p.invalidated), 'call')}")
     for i in p.invalidated:
         detail = f": {esc(i.detail)}" if i.detail else ""
         con.print(f"    seq {i.seq:<5} {esc(i.kind):<6} {esc(i.label or '-')}  {esc('[' + i.reason + ']')}{detail} "
                   f"(source paid {usd(i.usd)})")
-    con.print(f"  new        {len(p.new_calls)} calls")
+    con.print(f"  new        {plural(len(p.new_calls), 'call')}")
     for c in p.new_calls:
         basis = f"{c.forecast.samples} {c.forecast.basis} samples" if c.forecast.samples else "no samples"
         con.print(f"    {esc(c.label or '-'):<12} {esc(c.model):<24} {_range(c.forecast)} from {basis}")

@@ -133,6 +133,7 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is printed as written: `SCOPE=USD[/day|/hour]` is not markup
     help="tether: durable, budget-bounded agent workflows.",
     epilog=EXIT_CODES_HELP,
 )

@@ -12,7 +12,7 @@ from pydantic_core import to_jsonable_python
 
 from tether.cli.app import Resolved, configured_store, no_model_hint
 from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase
-from tether.cli.shell import STATUS_EXIT, console, emit_json, esc, one_line
+from tether.cli.shell import STATUS_EXIT, console, emit_json, esc, one_line, plural
 from tether.contracts.errors import ConfigError, TetherError
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def print_outcome(outcome: RunOutcome, ceiling: float | None, resolved: Resolved
     if outcome.status in ("ok", "exhausted") or outcome.value is not None:
         con.print(f"  value    {esc(one_line(_dumps(doc['value'])))}")
     cost = outcome.cost
-    con.print(f"  cost     {total_phrase(cost, ceiling)}, {cost.provider_calls} provider calls"
+    con.print(f"  cost     {total_phrase(cost, ceiling)}, {plural(cost.provider_calls, 'provider call')}"
               + (" (approximate)" if cost.approximate else ""))
     orphaned = orphan_line(cost, outcome.run_id)
     if orphaned:

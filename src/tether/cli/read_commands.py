@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tether.cli.cost_view import lost_lines, orphan_line, reused_line, total_phrase
-from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, read_store
+from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, parse_json_value, plural, read_store
 from tether.cli.tables import Column, WideOpt, fit, print_fitted
 from tether.contracts.money import usd
 
@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from tether.contracts.entries import JournalEntry, RunMeta
     from tether.engine.engine import Engine
     from tether.journal.cost import CostReport
+
+
+FINISHED = ("ok", "error", "cancelled")
+"""Statuses `tether resume` has nothing to go on with (an `exhausted` run goes on under a lower figure)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -143,7 +147,7 @@ def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
         return
     con = console()
     con.print(
-        f"total {total_phrase(report)} over {report.provider_calls} provider calls"
+        f"total {total_phrase(report)} over {plural(report.provider_calls, 'provider call')}"
         + (" (approximate)" if report.approximate else "")
     )
     con.print(f"  spent    {usd(report.spent_usd)} USD (what settled calls cost)")
@@ -246,7 +250,11 @@ def settle_orphans(
     """Replace the worst-case charge of RUN_ID's calls a crash cut off with what the provider billed for them."""
     from tether.contracts import money
 
-    report = read_store(store, lambda e: e.settle_orphans(run_id, usd, reason))
+    async def settle(engine: Engine) -> tuple[CostReport, str]:
+        report = await engine.settle_orphans(run_id, usd, reason)
+        return report, (await engine.run_meta(run_id)).status
+
+    report, status = read_store(store, settle)
     if json_out:
         emit_json(report.model_dump(mode="json"))
         return
@@ -255,6 +263,7 @@ def settle_orphans(
     console().print(
         f"settled {settled.calls} cut call{'s' if settled.calls != 1 else ''} of {esc(run_id)} at "
         f"{money.usd(settled.usd)} USD (was {money.usd(settled.old_usd)});"
-        f" total now {total_phrase(report)}. `tether resume {esc(run_id)}` goes on "
-        f"under the new figure."
+        f" total now {total_phrase(report)}. "
+        + (f"The run is {esc(status)}: its cost report shows the new figure." if status in FINISHED
+           else f"`tether resume {esc(run_id)}` goes on under the new figure.")
     )

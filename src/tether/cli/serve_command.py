@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import socket
 from typing import Annotated
 
 import typer
 
 from tether.cli.app import configured_store, resolve
-from tether.cli.shell import StoreOpt, console, esc
+from tether.cli.shell import StoreOpt, cannot_start, console, esc
 from tether.contracts.errors import ConfigError
 
 
@@ -56,9 +59,33 @@ def serve(
     HostPolicy(hosts)
     limits = {k: v for k, v in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams)) if v is not None}
     check_limits(**limits)
-    resolved = resolve(app=app_target, store=store)  # the one resolution every command uses
-    asgi = create_app(resolved.engine, token=token, mode="app" if resolved.source == "app" else "store",
-                      owns_engine=True, allowed_hosts=hosts, **limits)
-    where = f"app {app_target}" if app_target else f"store {redact(configured_store(store))}"
-    console().print(f"tether serve: {esc(where)} on http://{host}:{port}/" + (" (token required)" if token else ""))
-    uvicorn.run(asgi, host=host, port=port, log_level="warning")
+    sock = bind(host, port)  # before the banner: a busy port is one line and exit 6, not uvicorn's traceback
+    try:
+        resolved = resolve(app=app_target, store=store)  # the one resolution every command uses
+        asgi = create_app(resolved.engine, token=token, mode="app" if resolved.source == "app" else "store",
+                          owns_engine=True, allowed_hosts=hosts, **limits)
+        where = f"app {app_target}" if app_target else f"store {redact(configured_store(store))}"
+        console().print(f"tether serve: {esc(where)} on http://{host}:{port}/" + (" (token required)" if token else ""))
+        server = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="warning"))
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it stopped on: exit 0
+            server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:  # the app's startup failed (uvicorn logged why)
+        cannot_start("serve", "the server did not start (see the lines above)")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port` as uvicorn binds it, or one line and exit 6 naming why it could not be."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            cannot_start("serve", f"port {port} on {host} is already in use (another tether serve?); stop what "
+                                  f"listens there or pick another port with --port.")
+        cannot_start("serve", f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --host or "
+                              f"--port.")
+    return sock

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -33,6 +34,8 @@ EXIT_USAGE = 2
 EXIT_EXHAUSTED = 3
 EXIT_SUSPENDED = 4
 EXIT_CANCELLED = 5
+EXIT_CANNOT_START = 6
+"""A long-running command (`serve`, `worker`) could not begin its work: a busy port, an unreachable store."""
 STATUS_EXIT = {
     "ok": EXIT_OK,
     "error": EXIT_ERROR,
@@ -43,7 +46,8 @@ STATUS_EXIT = {
 }
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 error, 2 usage error, 3 exhausted (a ceiling stopped the run), "
-    "4 suspended (waiting for `tether resolve`), 5 cancelled."
+    "4 suspended (waiting for `tether resolve`), 5 cancelled, 6 could not start (`serve`, `worker`: a busy port, "
+    "an unreachable store)."
 )
 
 StoreOpt = Annotated[
@@ -56,6 +60,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (
 def store_url(url: str | None) -> str:
     """The store a command uses: `--store`, else `TETHER_STORE`, else the documented default."""
     return configured_store(url)
+
+
+def plural(count: int, word: str) -> str:
+    """`1 call`, `2 calls`, `0 calls`."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def one_line(text: str) -> str:
@@ -76,13 +85,40 @@ def fail(exc: BaseException, *, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
+def cannot_start(command: str, why: BaseException | str) -> NoReturn:
+    """`tether serve`/`tether worker` could not begin: one line on stderr, exit 6 (before any banner)."""
+    if isinstance(why, TetherError):
+        line = f"error ({why.code}): tether {command} could not start: {why.message}"
+    else:
+        line = f"error (cannot-start): tether {command} could not start: {why}"
+    typer.echo(one_line(line), err=True)
+    raise typer.Exit(EXIT_CANNOT_START)
+
+
 def usage(message: str) -> NoReturn:
     raise CommandLineError(message)
 
 
+PIPE_WIDTH = 100_000
+"""The width of output into a pipe or file: wider than any line, so nothing is cut (`tether tree RUN | cat`)."""
+
+
+def output_width() -> int | None:
+    """`COLUMNS` when set; else the terminal's own width (None: rich asks it); else, into a pipe or file,
+    no limit: a pipe has no edge to fit, so no line is cut or folded to 80 columns."""
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return None  # rich reads COLUMNS itself
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stdout
+        tty = False
+    return None if tty else PIPE_WIDTH
+
+
 def console() -> Console:
     """Human output on stdout. Anything taken from user data must go through `esc`."""
-    return Console(highlight=False, soft_wrap=True, emoji=False)  # `:skull:` in a run id stays text
+    # `:skull:` in a run id stays text
+    return Console(highlight=False, soft_wrap=True, emoji=False, width=output_width())
 
 
 def esc(value: Any) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.tree import Tree
 
-from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, read_store
+from tether.cli.shell import JsonOpt, StoreOpt, console, emit_json, esc, plural, read_store
 from tether.contracts.money import usd
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ def tree(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
             money = (f"reused: the source paid {usd(node.reused_usd)} USD" if node.reused
                      else f"{usd(node.cost_usd)} USD{cut}")
             line = (f"#{node.agent_id} {esc(node.label or node.role or 'agent')}  [{color}]{esc(node.status)}"
-                    f"[/{color}]  {node.tokens} tokens  {node.provider_calls} calls  {money}{refused}")
+                    f"[/{color}]  {plural(node.tokens, 'token')}  {plural(node.provider_calls, 'call')}  "
+                    f"{money}{refused}")
             add(branch.add(line), node.agent_id)
 
     add(root, None)
@@ -49,7 +50,7 @@ def tree(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
     refused_at_root = [e.detail for e in report.events if e.kind == "spawn_refused" and e.agent_id == 0]
     if refused_at_root:
         root.add(f"[red]refused at the workflow: {esc(', '.join(str(d) for d in refused_at_root))}[/red]")
-    console().print(root)
+    console().print(root, soft_wrap=False)  # a line wider than the terminal wraps under its branch, never cut
 
 
 def _color(status: str) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tether.cli.app import resolve
-from tether.cli.shell import StoreOpt
+from tether.cli.shell import StoreOpt, cannot_start
 from tether.contracts.queue import DEFAULT_MAX_ATTEMPTS
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def worker(
     ] = DEFAULT_MAX_ATTEMPTS,
 ) -> None:
     """Claim queued runs and drive them (PostgreSQL store); SIGTERM hands them back and exits 0."""
+    from tether.contracts.errors import StoreUnavailableError
     from tether.worker import Worker
 
     engine = resolve(app=app_target, store=store).engine  # the one resolution every command uses (cli/app.py)
@@ -51,7 +52,19 @@ def worker(
         max_attempts=max_attempts,
     )
 
+    async def reachable() -> StoreUnavailableError | None:
+        """Whether the store answers, asked before the worker says it is ready (later outages are retried)."""
+        try:
+            await (await engine.store()).list_runs(limit=1)
+        except StoreUnavailableError as exc:
+            await engine.close()
+            return exc
+        return None
+
     async def main() -> None:
+        unreachable = await reachable()
+        if unreachable is not None:
+            cannot_start("worker", unreachable)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

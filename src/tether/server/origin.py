@@ -72,11 +72,21 @@ def cookie_usable(scope: Scope) -> bool:
     )
 
 
+def bodiless(request: Request) -> bool:
+    """Whether the request says it has no body (`curl -X POST`): no Content-Length, or 0, and not chunked."""
+    length = request.headers.get("content-length")
+    return (length is None or length.strip() == "0") and "transfer-encoding" not in request.headers
+
+
 def check_write(request: Request) -> None:
-    """Refuse a state-changing request a page on another origin could have made (raises `ApiError`)."""
+    """Refuse a state-changing request a page on another origin could have made (raises `ApiError`).
+
+    A body must be JSON; a request with no body (and no Content-Type) has no type to check, and the
+    client header below is what tells it from a page's forged post.
+    """
     what = f"{request.method} {request.url.path}"
     ctype = request.headers.get("content-type", "")
-    if ctype.partition(";")[0].strip().lower() != "application/json":
+    if ctype.partition(";")[0].strip().lower() != "application/json" and not (not ctype and bodiless(request)):
         raise ApiError(415, "unsupported-media-type", f"{what} takes only 'Content-Type: application/json' (got "
                        f"{ctype or 'none'!r}): a page on another origin can send form and text/plain posts "
                        f"unasked, so they are refused. Send the body as JSON", content_type=ctype or None)
