@@ -73,7 +73,7 @@ def test_a_flipped_byte_or_a_stripped_checksum_sends_the_batch_to_the_checked_pa
     assert len(decode_rows("r", list(enumerate(rows, start=1)), "here")) == 3
 
 
-def _pydantic(rows: list[bytes]) -> list[JournalEntry]:
+def _entry_by_entry(rows: list[bytes]) -> list[JournalEntry]:
     decoder = EntryDecoder("r")
     return [decoder.at(raw, seq, f"seq {seq}") for seq, raw in enumerate(rows, start=1)]
 
@@ -91,7 +91,7 @@ def test_an_entry_serializes_to_the_bytes_it_was_read_from(
 ) -> None:
     rows = encoded(batch, extras[: len(batch)])
     loaded = decode_rows("r", list(enumerate(rows, start=1)), "here")
-    _same_models(loaded, _pydantic(rows))
+    _same_models(loaded, _entry_by_entry(rows))
     assert [entry_json(e, e.seq or 0).encode() for e in loaded] == rows  # unknown members written back as read
 
 
@@ -100,7 +100,7 @@ def test_members_the_adapter_coerces_or_refuses_are_decoded_as_the_checked_path_
         return entry_json(JournalEntry.model_validate_json(body), seq).encode()
 
     plain = row(1, '{"kind":"step","key":"k","status":"running","started_at":1.5}')
-    # an int where a float belongs (pydantic makes it 1.0), a nested Usage: pydantic validates these
+    # an int where a float belongs (read as 7.0), a nested Usage (its own model validates it)
     coerced = entry_json(JournalEntry(kind="step", ref=1, status="ok", value=2), 2).replace(
         '"value":2', '"value":2,"started_at":7').encode()
     coerced = coerced[: coerced.rindex(b',"checksum"')] + b"}"
@@ -109,7 +109,7 @@ def test_members_the_adapter_coerces_or_refuses_are_decoded_as_the_checked_path_
     rows = [plain, coerced, nested]
     fast = decode_batch(rows)
     assert fast is not None
-    _same_models(fast, _pydantic(rows))
+    _same_models(fast, _entry_by_entry(rows))
     assert fast[1].started_at == 7.0 and type(fast[1].started_at) is float
     assert fast[2].usage == Usage(input_tokens=3)
     # a literal outside the contract, with a valid checksum: refused, so the checked path names it
@@ -143,15 +143,30 @@ def test_a_loaded_journal_leaves_nothing_for_the_cycle_collector_to_track() -> N
 
 
 def test_values_the_one_call_decoder_refuses_load_as_the_checked_path_reads_them() -> None:
-    # A number past a float's range: msgspec refuses it, pydantic reads it (inf); a load gives what the
-    # entry-by-entry decoder gives. A lone surrogate both refuse: a typed corruption error naming the entry.
+    # A number past a float's range: msgspec's parser refuses it, the stdlib's reads it (inf); a load gives
+    # what the entry-by-entry decoder gives. A lone surrogate both refuse: a typed corruption error naming the entry.
     bodies = [b'{"seq":1,"kind":"step","value":1e400}',
               b'{"seq":2,"kind":"step","value":123456789012345678901234567890}']
     rows = [_checksummed(body) for body in bodies]
     assert decode_batch(rows) is None
     loaded = decode_rows("r", list(enumerate(rows, start=1)), "here")
-    _same_models(loaded, _pydantic(rows))
+    _same_models(loaded, _entry_by_entry(rows))
     assert loaded[0].value == float("inf") and loaded[1].value == 123456789012345678901234567890
     torn = [*rows, _checksummed(b'{"seq":3,"kind":"step","value":"\\ud800"}')]
     with pytest.raises(JournalCorruptError, match="seq 3 of run 'r'"):
         decode_rows("r", list(enumerate(torn, start=1)), "here")
+
+
+def test_encoding_an_entry_never_changes_it() -> None:
+    # An int where a float belongs, no seq yet: the bytes carry the seq and the float, the entry keeps neither.
+    built = JournalEntry(kind="step", key="k", status="ok", cost_usd=2, started_at=5, ended_at=6, value={"a": [1]})
+    before = (built.seq, type(built.cost_usd), type(built.started_at), type(built.ended_at))
+    text = entry_json(built, 7)
+    assert (built.seq, type(built.cost_usd), type(built.started_at), type(built.ended_at)) == (None, int, int, int)
+    assert before == (None, int, int, int)
+    floats = JournalEntry(kind="step", key="k", status="ok", cost_usd=2.0, started_at=5.0, ended_at=6.0,
+                          value={"a": [1]})
+    assert text == entry_json(floats, 7)  # the same entry dumps to the same bytes however it was built
+    assert '"seq":7' in text and '"cost_usd":2.0' in text
+    loaded = EntryDecoder("r").at(text, 7, "seq 7")
+    assert loaded.seq == 7 and type(loaded.cost_usd) is float

@@ -163,8 +163,7 @@ def installed_entries(run_id: str, texts: list[str]) -> tuple[list[JournalEntry]
         scope = _AGENT_SCOPE.sub(lambda m: f"agent:{renumber[int(m.group(1))]}", entry.scope)
         ref = None if entry.ref is None else renumber[entry.ref]
         checkpoint = _moved_key(run_id, entry.checkpoint_ref, renumber)
-        out.append(entry.model_copy(update={"seq": renumber[old], "ref": ref, "scope": scope,
-                                           "checkpoint_ref": checkpoint, "prev": None}))
+        out.append(entry.replace(seq=renumber[old], ref=ref, scope=scope, checkpoint_ref=checkpoint, prev=None))
     return relinked(out), renumber
 
 

@@ -98,6 +98,18 @@ class JournalEntry(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields
         """The entry as JSON data, unset members left out (what a store holds, minus the checksum)."""
         return _entry_json_dict(self)
 
+    @classmethod
+    def from_json_dict(cls, data: Any) -> JournalEntry:
+        """An entry from JSON data (a dict), by the stored entry's one set of rules (`entry_from_dict`)."""
+        return entry_from_dict(data)
+
+    def replace(self, **changes: Any) -> JournalEntry:
+        """A copy with `changes` applied; the entry itself is never changed."""
+        return msgspec.structs.replace(self, **changes)
+
+    # -- pydantic's spellings, kept for code written when entries were pydantic models: each delegates to
+    # -- the one codec above (they validate and dump exactly as the stores do).
+
     def model_dump(
         self, *, mode: Literal["json", "python"] = "python", include: set[str] | None = None,
         exclude: set[str] | None = None, exclude_none: bool = False,
@@ -119,15 +131,13 @@ class JournalEntry(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields
 
     @classmethod
     def model_validate(cls, data: Any) -> JournalEntry:
-        """An entry from JSON data (a dict); unknown members are kept in `unknown`."""
-        if isinstance(data, JournalEntry):
-            return data
-        return entry_from_dict(data)
+        """`from_json_dict` (an entry is returned as it is)."""
+        return data if isinstance(data, JournalEntry) else entry_from_dict(data)
 
     @classmethod
     def model_validate_json(cls, text: str | bytes) -> JournalEntry:
-        """An entry from its JSON text; unknown members are kept in `unknown`."""
-        return entry_from_dict(json.loads(text))  # (the stores decode through `tether.stores.codec`)
+        """An entry from its JSON text (the stores decode through `tether.stores.codec`, which checks more)."""
+        return entry_from_dict(json.loads(text))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -168,34 +178,54 @@ def _built(members: dict[str, Any]) -> JournalEntry:
     return JournalEntry(**members)
 
 
+def member_types(tp: type, data: Any) -> Any:
+    """msgspec's hook for the one member type it does not build itself: `Usage`, a pydantic model."""
+    if tp is Usage:
+        return Usage.model_validate(data)  # a ValidationError is a ValueError: msgspec reports it as invalid
+    raise NotImplementedError(f"no decoder for {tp!r}")
+
+
+ENTRY = msgspec.json.Decoder(JournalEntry, dec_hook=member_types)
+"""The one validator of a stored entry: msgspec's, over the struct's own types (`entry_from_dict` applies the
+same rules to data a JSON parser already read)."""
+
+
 def entry_from_dict(data: Any) -> JournalEntry:
-    """Validate a dict as an entry; members this version does not know go to `unknown`."""
-    if not isinstance(data, dict):
-        return JournalEntry(**STORED.validate_python(data))  # raises the adapter's ValidationError
-    unknown = {k: v for k, v in data.items() if k not in FIELDS}
-    if not unknown:
-        return JournalEntry(**STORED.validate_python(data))
-    entry = JournalEntry(**STORED.validate_python({k: v for k, v in data.items() if k in FIELDS}))
-    entry.unknown = unknown
+    """Validate JSON data (a dict) as an entry, by `ENTRY`'s rules; members this version does not know go to
+    `unknown`. A value of the wrong shape raises `msgspec.ValidationError` (a `ValueError`)."""
+    if isinstance(data, dict):
+        unknown = {k: v for k, v in data.items() if k not in FIELDS}
+        if unknown:
+            data = {k: v for k, v in data.items() if k in FIELDS}
+    else:
+        unknown = {}
+    entry = msgspec.convert(data, JournalEntry, dec_hook=member_types)
+    if unknown:
+        entry.unknown = unknown
     return entry
 
 
-def entry_bytes(entry: JournalEntry) -> bytes:
-    """The entry as compact JSON: its set members in declaration order, then the unknown ones as they were."""
-    # The fields typed float hold floats, as a store reads them back (a clock or a tally may hand an int): the
-    # same entry dumps to the same bytes however it was built. Here rather than in `__post_init__`, which
-    # would run for every entry a load decodes (already floats).
-    if type(entry.cost_usd) is int:
-        entry.cost_usd = float(entry.cost_usd)
-    if type(entry.started_at) is int:
-        entry.started_at = float(entry.started_at)
-    if type(entry.ended_at) is int:
-        entry.ended_at = float(entry.ended_at)
-    body = STORED.dump_json(_members(entry), exclude_none=True)
+def entry_bytes(entry: JournalEntry, seq: int | None = None) -> bytes:
+    """The entry as compact JSON: its set members in declaration order, then the unknown ones as they were.
+
+    `seq` numbers the bytes without numbering the entry. The entry itself is never changed: members typed
+    float that hold an int (a clock or a tally may hand one) are written as the floats a store reads back,
+    so the same entry dumps to the same bytes however it was built."""
+    members = _members(entry)
+    for name in _FLOATS:
+        if type(members[name]) is int:
+            members[name] = float(members[name])
+    if seq is not None:
+        members["seq"] = seq
+    body = STORED.dump_json(members, exclude_none=True)
     if not entry.unknown:
         return body
     tail = to_json(entry.unknown)  # `{...}`: its members follow the declared ones
     return body[:-1] + b"," + tail[1:] if len(tail) > 2 else body
+
+
+_FLOATS = ("cost_usd", "started_at", "ended_at")
+"""The scalar members typed float that a caller may hand an int."""
 
 
 def _entry_json_dict(entry: JournalEntry) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def _renumbered(e: JournalEntry, renumber: Mapping[int, int]) -> JournalEntry:
     if before is not None:  # the invocation it continues, by its fork seq (none: not copied, so nothing to follow)
         value = {k: v for k, v in data["value"].items() if k != CONTINUES}
         data["value"] = {**value, CONTINUES: renumber[before]} if before in renumber else value
-    return JournalEntry.model_validate(data)
+    return JournalEntry.from_json_dict(data)
 
 
 def _scope(scope: str, renumber: Mapping[int, int]) -> str:

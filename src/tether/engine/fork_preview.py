@@ -119,12 +119,12 @@ class ScratchStore:
         log = self._entries.setdefault(run_id, [])
         seqs = []
         for e in entries:
-            log.append(e.model_copy(update={"seq": len(log) + 1}))
+            log.append(e.replace(seq=len(log) + 1))
             seqs.append(len(log))
         return seqs
 
     async def load(self, run_id: str) -> list[JournalEntry]:
-        return [e.model_copy() for e in self._entries.get(run_id, [])]
+        return [e.replace() for e in self._entries.get(run_id, [])]
 
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         self._meta[meta.run_id] = meta.model_copy(deep=True)

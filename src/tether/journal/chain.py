@@ -38,7 +38,7 @@ def without_checksum(entry: JournalEntry) -> JournalEntry:
     entry is written again): a copy when it has one, else the entry itself."""
     if entry.unknown and "checksum" in entry.unknown:
         kept = {k: v for k, v in entry.unknown.items() if k != "checksum"}
-        return entry.model_copy(update={"unknown": kept or None})
+        return entry.replace(unknown=kept or None)
     return entry
 
 
@@ -62,7 +62,7 @@ def relinked(entries: Sequence[JournalEntry]) -> list[JournalEntry]:
     """Copies of `entries` (seq order, numbered) with every link recomputed: a journal rebuilt elsewhere."""
     out: list[JournalEntry] = []
     for entry in entries:
-        out.append(entry.model_copy(update={"prev": link_after(out)}))
+        out.append(entry.replace(prev=link_after(out)))
     return out
 
 

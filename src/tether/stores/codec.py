@@ -20,9 +20,8 @@ import msgspec
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from tether.contracts.entries import STORED, JournalEntry, RunMeta, entry_bytes, entry_from_dict
+from tether.contracts.entries import ENTRY, JournalEntry, RunMeta, entry_bytes, entry_from_dict, member_types
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
-from tether.contracts.usage import Usage
 from tether.journal.chain import GENESIS, body_of, broken_link, digest, genesis_link, without_checksum
 
 CHECKSUM_DIGITS = 32
@@ -46,18 +45,14 @@ def linked_json(entry: JournalEntry, seq: int) -> tuple[str, str]:
 
     One sha256 of the body gives both the checksum (its first digits) and the link."""
     entry = without_checksum(entry)
-    given = entry.seq
-    entry.seq = seq  # numbered for the dump only (a copy costs more than the dump): the caller's seq stays
     try:
-        body = entry_bytes(entry)
+        body = entry_bytes(entry, seq)  # numbered in the bytes only: the caller's entry is not changed
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise NonSerializableValueError(
             f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
             f"({exc}); nothing was appended. Journal plain JSON data or pydantic models.",
             kind=entry.kind,
         ) from None
-    finally:
-        entry.seq = given
     link = digest(body)
     return f'{body[:-1].decode()},"checksum":"{link[:CHECKSUM_DIGITS]}"}}', link
 
@@ -132,16 +127,9 @@ def _split_checksum(raw: bytes) -> tuple[bytes, bytes | None]:
     return raw, None
 
 
-def _usage(tp: type, data: Any) -> Any:
-    """The decoder's hook for the one member type it does not know: pydantic's `Usage`."""
-    if tp is Usage:
-        return Usage.model_validate(data)  # a ValidationError is a ValueError: the decode fails, not crashes
-    raise NotImplementedError(f"no decoder for {tp!r}")
-
-
-_ENTRIES = msgspec.json.Decoder(list[JournalEntry], dec_hook=_usage)
-"""A whole journal in one C-level parse into entries (one with members this version does not know, or a
-value pydantic would coerce, fails it: the per-entry path keeps or refuses those)."""
+_ENTRIES = msgspec.json.Decoder(list[JournalEntry], dec_hook=member_types)
+"""A whole journal in one C-level parse into entries, by `ENTRY`'s rules (one with members this version does
+not know, or a number msgspec's parser does not read, fails it: the per-entry path keeps or refuses those)."""
 
 
 def _verified_body(raw: bytes) -> bytes | None:
@@ -209,8 +197,6 @@ def _chain_holds(entries: list[JournalEntry], links: list[str], from_genesis: bo
 _SEQ = operator.attrgetter("seq")
 _PREV = operator.attrgetter("prev")
 _UNKNOWN = operator.attrgetter("unknown")
-_UNKNOWN_MEMBER = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
-"""How a validation names a member `JournalEntry` does not declare (a newer version wrote it)."""
 
 
 def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
@@ -271,29 +257,21 @@ class EntryDecoder:
 
     def _validated(self, body: bytes, where: str) -> JournalEntry:
         try:
-            return JournalEntry(**STORED.validate_json(body))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            if err["type"] == "json_invalid" and "recursion limit" in err["msg"]:
-                return self._deep(body, where)
-            if all(e["type"] in _UNKNOWN_MEMBER for e in exc.errors()):
-                return self._deep(body, where)  # members a newer version wrote: kept in `unknown`
-            problem = f"{err['msg']} at {'.'.join(map(str, err['loc'])) or 'top level'}"
-            raise JournalCorruptError(
-                f"journal corrupt: {where} is not a valid journal entry ({problem}). Restore the "
-                f"store from a backup, or delete the run and start it again.",
-                where=where,
-                run_id=self.run_id,
-                unparsable=err["type"] == "json_invalid",
-            ) from None
+            entry = ENTRY.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            return self._general(body, where)  # the stdlib parser reads it, then the same rules decide
+        # A stored member bearing `unknown`'s decoder name is an unknown member: the general path keeps it so.
+        return self._general(body, where) if entry.unknown is not None else entry
 
-    def _deep(self, body: bytes, where: str) -> JournalEntry:
-        """An entry parsed by the standard library's JSON parser, then validated: one with members this
-        version does not know (kept in `unknown`), or one nested past pydantic's parser's limit (200 levels).
+    def _general(self, body: bytes, where: str) -> JournalEntry:
+        """An entry parsed by the standard library's JSON parser, then validated by `ENTRY`'s rules
+        (`entry_from_dict`): one with members this version does not know (kept in `unknown`), a number
+        msgspec's parser does not read (past a float's range, an int past 64 bits), one nested past its
+        parser's limit, or one that is not valid at all (the error names what and where).
 
         Values are refused past `canonical.MAX_DEPTH` when they are journaled, but a journal written
         before that check (or an entry the engine built itself) may nest deeper, up to the ~255 levels
-        pydantic's serializer writes: whatever a store accepted, it reads back.
+        the serializer writes: whatever a store accepted, it reads back.
         """
         try:
             data = json.loads(body)
@@ -308,9 +286,10 @@ class EntryDecoder:
                 unparsable=True,
             ) from None
         try:
+            msgspec.json.encode(data)  # a lone surrogate (`"\\ud800"`) parses here and is no text: refused
             return entry_from_dict(data)
-        except ValidationError as exc:
-            raise self._corrupt(where, f"it is not a valid journal entry ({exc.errors()[0]['msg']})") from None
+        except (msgspec.ValidationError, UnicodeEncodeError) as exc:
+            raise self._corrupt(where, f"it is not a valid journal entry ({exc})") from None
 
     def _corrupt(self, where: str, why: str) -> JournalCorruptError:
         return JournalCorruptError(

@@ -36,7 +36,7 @@ NO_SUCH_PID = 2**22 + 1
 
 def entry(key: str = "k", **fields: object) -> JournalEntry:
     """A small valid entry (a finished step) for tests; `fields` override or extend it."""
-    return JournalEntry.model_validate({"kind": "step", "status": "ok", "key": key, **fields})
+    return JournalEntry.from_json_dict({"kind": "step", "status": "ok", "key": key, **fields})
 
 
 def nested(depth: int, leaf: object = "leaf") -> object:
