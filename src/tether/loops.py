@@ -15,6 +15,17 @@ ceilings, checkpoints, the terminal); the loop reaches a provider and its tools 
 from tether.contracts.loops import AgentLoop, LoopSession, LoopTurn, OutputSpec, RecordedTool, TurnStopped, find_stop
 from tether.contracts.messages import Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
 
+
+def in_workflow() -> bool:
+    """Whether the calling task runs inside a tether workflow (its body, an agent's tool, a step).
+
+    For integrations that behave one way inside a run and another outside it (a durable wrapper that must
+    refuse to bypass the journal when it was not handed `ctx`)."""
+    from tether.engine.frame import CURRENT_FRAME  # (the engine loads only when an integration asks)
+
+    return CURRENT_FRAME.get(None) is not None
+
+
 __all__ = [
     "AgentLoop",
     "LoopSession",
@@ -28,4 +39,5 @@ __all__ = [
     "ToolSpec",
     "TurnStopped",
     "find_stop",
+    "in_workflow",
 ]

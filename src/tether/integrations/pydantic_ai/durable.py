@@ -11,8 +11,8 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from tether.contracts.errors import ConfigError
-from tether.engine.frame import CURRENT_FRAME
 from tether.integrations.pydantic_ai.run import ACTIVE_CTX, RunResult, run
+from tether.loops import in_workflow
 from tether.routing import ModelLike
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
                 label=label or self.label, est_cost=est_cost if est_cost is not None else self.est_cost,
                 max_turns=self.max_turns, max_output_tokens=self.max_output_tokens,
             )
-        if CURRENT_FRAME.get(None) is not None:
+        if in_workflow():
             raise ConfigError(
                 f"durable agent {self.agent.name or 'agent'!r} runs inside a tether workflow without ctx: pass "
                 "ctx=ctx to run(...) so its requests go through the run's journal and budget.",
