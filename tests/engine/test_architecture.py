@@ -330,3 +330,14 @@ async def test_every_tether_object_made_per_agent_invocation_is_slotted(tmp_path
     dicts = sorted(f"{c.__module__}.{c.__qualname__}" for c in per_invocation if hasattr(c, "__dict__")
                    and "__dict__" in {k for b in c.__mro__ for k in vars(b)})
     assert dicts == []
+
+
+def test_segment_options_mirror_run_options_name_for_name() -> None:
+    # RunOptions is the declaration users see; SegmentOptions carries the same options through a segment (plus
+    # a segment's own flags). A run option added to one and not the other fails here.
+    import dataclasses
+
+    from tether.engine.options import RUN_OPTION_NAMES, SegmentOptions
+
+    fields = {f.name for f in dataclasses.fields(SegmentOptions)}
+    assert set(RUN_OPTION_NAMES) <= fields, sorted(set(RUN_OPTION_NAMES) - fields)
