@@ -40,7 +40,7 @@ from tether.engine.replay import Lookup
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
 from tether.journal.canonical import schema_hash, to_jsonable
-from tether.journal.disposition import ceiling_stopped
+from tether.journal.disposition import ceiling_stopped, continues_on_rerun
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
 from tether.journal.lineage import lineage_of
 from tether.journal.matching import CONTINUES, continued_seq
@@ -181,16 +181,17 @@ class AgentCall:
         return self._shape(frame, running, result, on_error, full)
 
     def _continues(self, found: Lookup) -> tuple[int, ...]:
-        """The seqs of the invocations this call continues, newest first: a ceiling-stopped agent run again after
-        a raise goes on from its last checkpoint, not from its prompt (docs/budgets.md, *Continuing after a
-        raise*), and so does a redispatch or a rerun of such a continuation."""
+        """The seqs of the invocations this call continues, newest first: an agent run again after a ceiling
+        stopped it (and a raise), a cancel or a transport failure goes on from its last checkpoint, not from its
+        prompt (docs/budgets.md, *Continuing after a raise*; `disposition.continues_on_rerun`), and so does a
+        redispatch or a rerun of such a continuation."""
         m = found.match
         if m is None:
             return ()
         if found.action == "redispatch":
             start = continued_seq(m.entry)
         elif found.action == "rerun" and m.terminal is not None and (
-                ceiling_stopped(m.terminal) or continued_seq(m.entry) is not None):
+                continues_on_rerun(m.terminal) or continued_seq(m.entry) is not None):
             start = m.entry.seq
         else:
             return ()

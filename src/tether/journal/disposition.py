@@ -22,6 +22,16 @@ def ceiling_stopped(terminal: JournalEntry) -> bool:
     return reason is not None and reason.is_ceiling
 
 
+def continues_on_rerun(terminal: JournalEntry) -> bool:
+    """Whether an agent run again over this terminal goes on from its last checkpoint rather than its prompt: a
+    ceiling stopped it, it was cancelled, or a transport-class failure ended it (a 5xx or timeout past its
+    retries). Each turn it completed was paid once; the next attempt must not send it again. (A terminal the
+    model's own answer ended, a schema mismatch say, starts over: that conversation is what failed.)"""
+    if ceiling_stopped(terminal) or terminal.status == "cancelled":
+        return True
+    return terminal.status in ("limit", "error") and (terminal.error or {}).get("kind") in TRANSPORT_CLASS
+
+
 def disposition(
     dispatch: JournalEntry, terminal: JournalEntry | None, *, abandoned: bool = False,
     money_reset_seq: int | None = None,
