@@ -6,14 +6,26 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench soak clean
 
+LOG := $(VENV)/install.log
+# A step whose output goes to $(LOG): nothing on success; on failure the log is printed (pip's errors) and make stops.
+logged = $(1) >>$(LOG) 2>&1 || { cat $(LOG) >&2; echo "make: $(2) failed (the log is $(LOG))" >&2; exit 1; }
+PIP := $(BIN)/pip install -q --disable-pip-version-check
+EXTRAS := all,dev
+
+# One line per step instead of pip's output.
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev]'
-	touch $(STAMP)
+	@echo "==> creating $(VENV) with $(PY)"
+	@$(PY) -m venv $(VENV)
+	@: > $(LOG)
+	@echo "==> upgrading pip"
+	@$(call logged,$(PIP) --upgrade pip,upgrading pip)
+	@echo "==> installing tether with every extra into $(VENV) (a minute or two on a fresh clone)"
+	@$(call logged,$(PIP) -e '.[$(EXTRAS)]',installing tether)
+	@touch $(STAMP)
+	@echo "==> installed"
 
 demo: $(STAMP)
-	$(BIN)/tether demo
+	@$(BIN)/tether demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -23,7 +35,9 @@ lint: $(STAMP)
 	$(BIN)/mypy src soak
 
 bench: $(STAMP)
-	$(BIN)/pip install -q -e '.[all,dev,bench]'  # one resolve: the bench's peers must not move the adapters' pins
+	@echo "==> installing the bench extra"
+	@# one resolve: the bench's peers must not move the adapters' pins
+	@$(call logged,$(PIP) -e '.[$(EXTRAS),bench]',installing the bench extra)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/workers.py
 

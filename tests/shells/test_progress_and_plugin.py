@@ -26,7 +26,7 @@ async def test_progress_prints_plain_lines_off_a_tty(tether_engine: tether.Engin
     outcome = await tether.progress(tether_engine.start(two, run_id="p"), console=Console(file=out))
     assert outcome.status == "ok" and outcome.value == ["a", "b"]
     text = out.getvalue()
-    assert "start  #1 first" in text and "end    #2 second: ok, 12 tokens, 0.00 USD" in text
+    assert "start  #1 first" in text and "end    #2 second: ok, 12 tokens, 0.000014 USD" in text  # FIXTURE_PRICE
     assert "run p: ok" in text
 
 

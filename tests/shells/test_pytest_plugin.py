@@ -178,3 +178,72 @@ async def test_the_cassette_fixture_records_then_replays(cassette: Any, tmp_path
         path.unlink(missing_ok=True)
         if path.parent.exists() and not any(path.parent.iterdir()):
             path.parent.rmdir()
+
+
+PRICED_TESTS = '''
+import pytest
+
+from tether.testing import FIXTURE_PRICE, Reply
+
+
+async def flow(ctx):
+    first = await ctx.agent("Draft it")
+    return first + await ctx.agent("Polish it")
+
+
+def test_the_fixture_price_is_the_documented_one():
+    assert (FIXTURE_PRICE.input, FIXTURE_PRICE.output) == (1.0, 2.0)
+
+
+async def test_a_budget_runs_on_the_fixture_price(tether_engine, fake_model):
+    fake_model.push(Reply(text="a", input_tokens=1000, output_tokens=500),
+                    Reply(text="b", input_tokens=1000, output_tokens=500))
+    outcome = await tether_engine.run(flow, run_id="priced", budget_usd=1.0)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.cost.total_usd == pytest.approx(0.004)  # 2 x (1000 x 1.0 + 500 x 2.0) / 1e6
+
+
+async def test_a_ceiling_stops_a_run_on_the_fixture_price(tether_engine, fake_model):
+    fake_model.push(Reply(text="a", input_tokens=1000, output_tokens=500),
+                    Reply(text="b", input_tokens=1000, output_tokens=500))
+    outcome = await tether_engine.run(flow, run_id="capped", budget_usd=0.003)
+    assert outcome.status == "exhausted", outcome.error
+    assert outcome.cost.total_usd <= 0.003 and fake_model.calls == 1
+'''
+
+CUSTOM_PRICE_TESTS = '''
+import pytest
+
+from tether import Price
+from tether.testing import FakeModel, Reply
+
+
+@pytest.fixture
+def fake_model():
+    return FakeModel("fake", prices={"m": Price(input=3.0, output=15.0)})
+
+
+async def test_an_overridden_fake_model_sets_the_price(tether_engine, fake_model):
+    fake_model.push(Reply(text="a", input_tokens=1000, output_tokens=500))
+
+    async def flow(ctx):
+        return await ctx.agent("Draft it")
+
+    outcome = await tether_engine.run(flow, run_id="custom", budget_usd=1.0)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.cost.total_usd == pytest.approx(0.0105)  # (1000 x 3.0 + 500 x 15.0) / 1e6
+'''
+
+
+def test_a_budget_in_a_users_test_runs_on_the_fixtures_documented_price(tmp_path: Path) -> None:
+    """`budget_usd=` with the `tether_engine` / `fake_model` fixtures: priced at `FIXTURE_PRICE`, a ceiling
+    stops the run, and a `fake_model` fixture of the user's own sets another price (docs/testing.md)."""
+    (tmp_path / "test_priced.py").write_text(PRICED_TESTS)
+    (tmp_path / "test_custom_price.py").write_text(CUSTOM_PRICE_TESTS)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:asyncio", "-p", "no:anyio", "-p", "no:cacheprovider",
+         "test_priced.py", "test_custom_price.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout, done.stdout

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from tether.agents.host import OutputSpec
-from tether.contracts.messages import OutputFormat, ToolCallPart, ToolSpec
+from tether.contracts.messages import ChatRequest, OutputFormat, ToolCallPart, ToolSpec
 from tether.journal.canonical import canonical_json
 from tether.tools.definition import format_issue, pydantic_issues
 from tether.tools.schema import Issue, check_schema, json_schema_issues
@@ -25,6 +25,8 @@ from tether.tools.schema import Issue, check_schema, json_schema_issues
 StructuredTier = Literal["native", "tool", "prompt"]
 EMIT_RESULT = "emit_result"
 _WRAP_KEY = "result"
+PROMPT_NOTE = "reply with only a JSON value (no prose) that matches this JSON schema:"
+"""The prompt tier's words in the system prompt (what tells a prompt-tier request from a plain one)."""
 
 
 def output_spec(output: type[BaseModel] | Mapping[str, Any], *, name: str = "result") -> OutputSpec:
@@ -67,11 +69,15 @@ def plan(spec: OutputSpec, tier: StructuredTier, *, has_tools: bool) -> OutputPl
             parameters=_tool_schema(spec.schema),
         )
         return OutputPlan(tools=(emit,), tool_choice="required" if has_tools else EMIT_RESULT)
-    note = (
-        "When you give your final answer, reply with only a JSON value (no prose) that "
-        f"matches this JSON schema:\n{canonical_json(spec.schema).decode()}"
-    )
+    note = f"When you give your final answer, {PROMPT_NOTE}\n{canonical_json(spec.schema).decode()}"
     return OutputPlan(system_note=note)
+
+
+def asks_for_output(request: ChatRequest) -> bool:
+    """Whether `request` asks for structured output, under any tier (an output format, the `emit_result`
+    tool, or the prompt tier's note in the system prompt)."""
+    return (request.output_format is not None or any(t.name == EMIT_RESULT for t in request.tools)
+            or PROMPT_NOTE in request.system)
 
 
 def _wrapped(schema: Mapping[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.agents.structured import asks_for_output
 from tether.contracts.entries import TWO_PHASE_KINDS, JournalEntry, Lease, RunMeta
 from tether.contracts.errors import TetherError
 from tether.contracts.messages import ChatRequest
@@ -170,8 +171,7 @@ class PlaceholderModel:
 
     def _reply(self, request: ChatRequest) -> Any:
         label = self._label_of()
-        structured = request.output_format is not None or any(t.name == "emit_result" for t in request.tools)
-        if structured and label is not None and label in self._outputs:
+        if asks_for_output(request) and label is not None and label in self._outputs:
             return self._reply_cls(output=self._outputs[label], output_tokens=1)
         return self._reply_cls(text=f"(preview placeholder #{next(self._n)})", output_tokens=1)
 

@@ -72,7 +72,10 @@ def estimate_tokens(request: ChatRequest) -> int:
 
 
 class FakeModel:
-    """A scripted adapter. Models are `"<id>:<any name>"`; `requests` records every request."""
+    """A scripted adapter. Models are `"<id>:<any name>"`; `requests` records every request.
+
+    `prices` prices models by name; `price` prices every model `prices` does not name (else it is unpriced).
+    """
 
     def __init__(
         self,
@@ -80,6 +83,7 @@ class FakeModel:
         script: Script = (),
         *,
         prices: Mapping[str, Price] | None = None,
+        price: Price | None = None,
         family: str | None = None,
         context_window: int = 200_000,
         max_output_tokens: int = 8_192,
@@ -95,6 +99,7 @@ class FakeModel:
         else:
             self._script = list(script)
         self._prices = dict(prices or {})
+        self._price = price
         self._caps = {
             "context_window": context_window,
             "max_output_tokens": max_output_tokens,
@@ -119,7 +124,7 @@ class FakeModel:
     def caps(self, model: str) -> ModelCaps:
         cached = self._caps_of.get(model)
         if cached is None:  # asked several times per turn; ModelCaps is frozen, so one per model serves
-            cached = self._caps_of[model] = ModelCaps(price=self._prices.get(model), **self._caps)
+            cached = self._caps_of[model] = ModelCaps(price=self._prices.get(model, self._price), **self._caps)
         return cached
 
     def _next(self, request: ChatRequest) -> Reply | None:
@@ -261,14 +266,16 @@ def fake(
     script: Script = (),
     *,
     prices: Mapping[str, Price] | None = None,
+    price: Price | None = None,
     family: str | None = None,
     context_window: int = 200_000,
     max_output_tokens: int = 8_192,
     output_floor: int = 1,
     structured_output: Literal["native", "tool", "prompt"] = "tool",
 ) -> FakeModel:
-    """A scripted model for tests: `tether.models.fake("fake", script=[Reply(...)], prices=...)`."""
+    """A scripted model for tests: `tether.models.fake("fake", script=[Reply(...)], prices=...)`; `price`
+    prices every model `prices` does not name."""
     return FakeModel(
-        id, script, prices=prices, family=family, context_window=context_window,
+        id, script, prices=prices, price=price, family=family, context_window=context_window,
         max_output_tokens=max_output_tokens, output_floor=output_floor, structured_output=structured_output,
     )

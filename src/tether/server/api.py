@@ -11,6 +11,7 @@ from tether.journal.matching import JournalIndex
 from tether.server import views
 from tether.server.events import followed_events, live_events
 from tether.server.models import (
+    ForkList,
     Health,
     JournalPage,
     JournalQuery,
@@ -123,6 +124,22 @@ async def run_diff(call: Call) -> RunDiff:
     for run_id in (call.run_id, call.path["other"]):
         await load_run(state, run_id)
     return await state.engine.diff(call.run_id, call.path["other"])
+
+
+async def forks(call: Call) -> ForkList:
+    """The runs forked from this one. A fork is created after its source, so the listing (newest first) is read
+    only back to the source's creation, in growing rounds."""
+    state = state_of(call)
+    meta, _ = await load_run(state, call.run_id)
+    store = await state.engine.store()
+    rounds = 0
+    while True:
+        size = views.fetch_size(100, rounds)
+        metas = await store.list_runs(limit=size)
+        if len(metas) < size or metas[-1].created_at < meta.created_at:
+            break
+        rounds += 1
+    return ForkList(run_id=call.run_id, forks=views.forks_of(meta, metas))
 
 
 async def ledger(call: Call) -> LedgerView:

@@ -25,6 +25,7 @@ from tether.server.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, Bo
 from tether.server.models import (
     CancelRequest,
     CancelResult,
+    ForkList,
     Health,
     JournalPage,
     JournalQuery,
@@ -69,6 +70,8 @@ def operations() -> list[Operation]:
         Operation("GET", f"{RUN}/diff/{{other}}", "get_diff", "This run's agent calls beside another's (engine.diff): "
                   "per call each side's model, cost and output; a fork's reused copies marked", api.run_diff,
                   RunDiff, errors=(404,)),
+        Operation("GET", f"{RUN}/forks", "get_forks", "The runs forked from this one (engine.fork), oldest first",
+                  api.forks, ForkList, errors=(404,)),
         Operation("GET", f"{RUN}/ledger", "get_ledger", "The tool effect ledger", api.ledger, LedgerView,
                   errors=(404,)),
         Operation("GET", f"{RUN}/events", "get_events", "Server-Sent Events of the run", api.events, None,

@@ -162,6 +162,24 @@ class ForkLineage(BaseModel):
     """API path of the diff of the source against this fork."""
 
 
+class ForkRef(BaseModel):
+    """One fork of a run: the run page's list of forks links each."""
+
+    run_id: str
+    workflow: str
+    status: MetaStatus
+    created_at: float
+    at: int | None = None
+    """The source seq it re-ran from; None: it copied the whole journal."""
+
+
+class ForkList(BaseModel):
+    """`GET /api/runs/{run_id}/forks`: the runs forked from this one (each fork's `parent_run_id`), oldest first."""
+
+    run_id: str
+    forks: list[ForkRef] = Field(default_factory=list)
+
+
 class ReuseMark(BaseModel):
     """A journal entry a fork copied from its source: `reused` unless its agent call is one the fork's code
     did not reach (the settle's `unreused` list; such copies count in neither run's spend)."""

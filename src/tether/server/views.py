@@ -17,6 +17,7 @@ from tether.journal.tree import fold_tree
 from tether.server.models import (
     Ceilings,
     ForkLineage,
+    ForkRef,
     ReuseMark,
     RunDetail,
     RunSummary,
@@ -119,6 +120,17 @@ def fork_lineage(run_id: str, entries: Sequence[JournalEntry], cost: CostReport)
     return ForkLineage(forked_from=found.forked_from, at=found.at, reused_through=found.reused_through,
                        models=dict(found.models), reused_usd=cost.reused_usd, reused_calls=cost.reused_calls,
                        new_usd=cost.total_usd, diff=diff)
+
+
+def forks_of(source: RunMeta, metas: Sequence[RunMeta]) -> list[ForkRef]:
+    """The runs of `metas` forked from `source` (their meta's `parent_run_id`), oldest first."""
+    found = [m for m in metas if m.parent_run_id == source.run_id and m.run_id != source.run_id]
+    out = []
+    for m in sorted(found, key=lambda m: (m.created_at, m.run_id)):
+        at = (m.model_extra or {}).get("fork_at")
+        out.append(ForkRef(run_id=m.run_id, workflow=m.workflow, status=m.status, created_at=m.created_at,
+                           at=at if isinstance(at, int) else None))
+    return out
 
 
 def reuse_marks(entries: Sequence[JournalEntry], page: Sequence[JournalEntry]) -> list[ReuseMark]:

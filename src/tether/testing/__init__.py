@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tether.contracts.prices import Price
 from tether.models.fake import FakeModel, Reply, ToolCall
 from tether.testing.cassette import CassetteMissError, CassetteModel, cassette
 from tether.testing.cassette_replay import replay_cassette
+
+FIXTURE_PRICE = Price(input=1.0, output=2.0)
+"""The price of every model the `fake_model` fixture serves: 1 USD per million input tokens, 2 per million output
+(a test's `budget_usd=` ceiling holds as it would on a real model; docs/testing.md shows how to set another)."""
 
 
 async def replay_strict(engine: Any, run_id: str, wf: Any = None, args: Any = None) -> Any:
@@ -15,6 +20,6 @@ async def replay_strict(engine: Any, run_id: str, wf: Any = None, args: Any = No
 
 
 __all__ = [
-    "CassetteMissError", "CassetteModel", "FakeModel", "Reply", "ToolCall", "cassette", "replay_cassette",
-    "replay_strict",
+    "FIXTURE_PRICE", "CassetteMissError", "CassetteModel", "FakeModel", "Reply", "ToolCall", "cassette",
+    "replay_cassette", "replay_strict",
 ]

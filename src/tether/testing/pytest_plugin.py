@@ -66,10 +66,12 @@ def _close(engine: Engine) -> None:
 
 @pytest.fixture
 def fake_model() -> FakeModel:
-    """An empty scripted fake model (`fake_model.push(Reply(...))`), adapter id `fake`."""
+    """An empty scripted fake model (`fake_model.push(Reply(...))`), adapter id `fake`, every model priced at
+    `tether.testing.FIXTURE_PRICE` (so `budget_usd=` works; a `fake_model` fixture of the test's own overrides it)."""
     from tether.models.fake import FakeModel
+    from tether.testing import FIXTURE_PRICE
 
-    return FakeModel("fake")
+    return FakeModel("fake", price=FIXTURE_PRICE)
 
 
 @pytest.fixture

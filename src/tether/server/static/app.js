@@ -207,6 +207,7 @@
       head: h("div", { class: "page-head" }),
       stats: h("div", { class: "stats" }),
       lineage: h("div"),
+      forks: h("div"),
       tree: h("div", { class: "card-body", "data-testid": "agent-tree" }),
       chart: h("div", { class: "chart", "data-testid": "spend-chart" }),
       pending: h("div", { class: "card-body", "data-testid": "suspensions" }),
@@ -220,7 +221,7 @@
     const card = (title, hint, body, extra) => h("section", Object.assign({ class: "card" }, extra || {}),
       h("div", { class: "card-head" }, h("h2", {}, title), hint), body);
     fill(view, 
-      el.head, el.error, el.lineage, el.stats,
+      el.head, el.error, el.lineage, el.forks, el.stats,
       h("div", { class: "grid" },
         h("div", { class: "stack" },
           card("Agent tree", el.treeHint, el.tree)),
@@ -232,8 +233,9 @@
       h("div", { class: "full" }, card("Effect ledger", h("span", { class: "hint" }, "one row per tool dispatch attempt"), h("div", { class: "card-body flush" }, el.ledger))));
 
     async function fetchAll() {
-      const [detail, tree, ledger] = await Promise.all([
-        api("/api/runs/" + enc), api("/api/runs/" + enc + "/tree"), api("/api/runs/" + enc + "/ledger")]);
+      const [detail, tree, ledger, forks] = await Promise.all([
+        api("/api/runs/" + enc), api("/api/runs/" + enc + "/tree"), api("/api/runs/" + enc + "/ledger"),
+        api("/api/runs/" + enc + "/forks")]);
       const entries = [];
       const reuse = new Map(); // a fork's copied entries: seq -> {source_seq, reused}
       let cursor = null;
@@ -246,7 +248,7 @@
         cursor = pageJ.next_cursor;
         if (!cursor) break;
       }
-      return { detail, tree, ledger, entries, reuse };
+      return { detail, tree, ledger, entries, reuse, forks };
     }
     async function refresh() {
       if (page.refreshing) { page.again = true; return page.refreshing; }
@@ -277,6 +279,7 @@
     function render(d) {
       renderHead(d.detail);
       renderLineage(d.detail);
+      renderForks(d.forks);
       renderStats(d.detail, d.tree);
       renderTree(d.detail, d.tree);
       fill(el.chart, spendChart(d.detail, d.entries));
@@ -300,6 +303,18 @@
           h("div", { class: "small muted", "data-testid": "lineage-spend" },
             "reused " + usd(l.reused_usd) + " (" + l.reused_calls + " call" + (l.reused_calls === 1 ? "" : "s") + ", paid by the source) · new spend " + usd(l.new_usd),
             swaps.length ? " · models swapped: " + swaps.map(([k, v]) => k + " → " + v).join(", ") : ""))));
+    }
+
+    // A source: the runs forked from it, each a link to the fork and to its diff against this run.
+    function renderForks(list) {
+      const forks = (list && list.forks) || [];
+      if (!forks.length) { fill(el.forks); return; }
+      fill(el.forks, h("section", { class: "card lineage", "data-testid": "forks" },
+        h("div", { class: "card-body" }, forks.length === 1 ? "1 fork: " : forks.length + " forks: ",
+          forks.map((f, i) => [i ? " · " : null,
+            h("a", { href: "#/runs/" + encodeURIComponent(f.run_id), class: "mono", "data-testid": "fork-link", "data-run-id": f.run_id }, f.run_id),
+            " ", pill(f.status), f.at === null ? "" : h("span", { class: "small muted" }, " at seq " + f.at),
+            " (", h("a", { href: "#/runs/" + enc + "/diff/" + encodeURIComponent(f.run_id), "data-testid": "fork-diff" }, "diff"), ")"]))));
     }
 
     function renderHead(det) {
@@ -594,15 +609,21 @@
     const t0 = det.started_at || det.created_at;
     const lastEntry = entries.reduce((m, e) => Math.max(m, e.ended_at || e.started_at || 0), 0);
     const tEnd = Math.max(det.status === "running" ? Date.now() / 1000 - t0 : lastEntry - t0, points.length ? points[points.length - 1].t : 0, 0.001);
-    const W = 520, H = 230, L = 60, R = 14, T = 18, B = 30;
-    const yTop = Math.max(ceiling || 0, cum, 1e-6) * 1.12;
+    // Nothing spent and no ceiling: a scale of cents, not of fractions of a micro-dollar.
+    const yTop = (Math.max(ceiling || 0, cum) || 0.01) * 1.12;
+    const yStep = niceStep(yTop, 4);
+    const ticks = [];
+    for (let i = 0; i * yStep <= yTop + yStep * 1e-9; i++) ticks.push({ v: i * yStep, text: usd(i * yStep) });
+    // The left margin fits the widest USD label (12px tabular digits: about 7.2px a character), so none is cut.
+    const W = 520, H = 230, R = 14, T = 18, B = 30;
+    const L = Math.max(44, Math.ceil(16 + 7.2 * Math.max(...ticks.map((k) => k.text.length))));
     const x = (t) => L + (W - L - R) * (t / tEnd);
     const y = (v) => T + (H - T - B) * (1 - v / yTop);
     const svg = s("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "spend over time against the ceiling", "data-points": points.length });
-    const yStep = niceStep(yTop, 4);
-    for (let v = 0; v <= yTop + 1e-12; v += yStep) {
-      svg.append(s("line", { class: "grid-line", x1: L, x2: W - R, y1: y(v), y2: y(v) }),
-        s("text", { x: L - 8, y: y(v) + 4, "text-anchor": "end" }, usd(v)));
+    svg.append(s("text", { class: "axis-title", x: 4, y: 11, "text-anchor": "start", "data-testid": "y-axis-title" }, "USD"));
+    for (const k of ticks) {
+      svg.append(s("line", { class: "grid-line", x1: L, x2: W - R, y1: y(k.v), y2: y(k.v) }),
+        s("text", { class: "y-label", x: L - 8, y: y(k.v) + 4, "text-anchor": "end", "data-testid": "y-label", "data-usd": k.v }, k.text));
     }
     const xStep = niceStep(tEnd, 5);
     for (let t = 0; t <= tEnd + 1e-9; t += xStep) {
