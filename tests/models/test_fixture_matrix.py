@@ -5,12 +5,14 @@ A loopback server on 127.0.0.1 serves the recorded bytes; the adapter is built b
 connection and parses them. A workflow calls `ctx.agent(...)` on a model priced by the table below, inside a
 real `Engine` run. Per fixture the test declares, from the fixture's bytes, what the run must end with: the
 agent's status, finish reason and typed error kind, the usage of each billed call, how many requests the
-engine made (a retryable error is retried, a terminal one is not), which tools ran, and so the cost: the
-price row times that usage, read back from the cost report.
+engine made (a retryable error is retried, a terminal one is not), which tools ran and what went back for
+them (each result answering a call the request sends back, and the raw parts, signatures and server-tool
+blocks a reply carried), and so the cost: the price row times that usage, read back from the cost report.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -167,6 +169,9 @@ def local_interpreter(snippet: str) -> str:
     return ran("nova_code_interpreter", "local")
 
 
+TOOL_OUTPUT = {"get_weather": "14C in", "get_time": "09:00 in Asia/Tokyo", "list_cities": "Paris, Tokyo",
+               "lookup": "tether: an engine", "get_country": "Mexico", "get_user_country": "Mexico",
+               "get_capital": "Paris", "get_temperature": "30°C", "final_result": "Final result processed."}
 TOOLS = {t.name: t for t in (get_weather, get_time, list_cities, record_forecast, lookup, get_country,
                              get_user_country, get_capital, get_temperature, final_result, local_interpreter)}
 
@@ -229,6 +234,9 @@ class Case:
     """Attempts the engine made again after a retryable error (each after a backoff sleep)."""
     wait: float = 0.0
     """The least backoff before a retry: the provider's retry-after (header or Gemini's `RetryInfo`)."""
+    sent_back: str | None = None
+    """Bytes of a raw part (thinking signature, encrypted reasoning, server-tool block) the reply carried that
+    the follow-up request must send back as they came."""
 
     @property
     def requests(self) -> int:
@@ -297,7 +305,7 @@ ANTHROPIC = [
     ok("anthropic", "cache_usage", (Body("cache_usage.sse"),), (U(12 + 248 + 2048, 57, cr=2048, cw=248),),
        "Cached answer."),
     ok("anthropic", "pause_turn", (Body("pause_turn.sse"), Body("after_pause.sse")), (U(150, 41), U(260, 11)),
-       "Paris: 14C, light rain.", turns=2),
+       "Paris: 14C, light rain.", turns=2, sent_back='"id": "srvtoolu_01Pause"'),
     Case("anthropic", "max_tokens_in_tool_use", (Body("max_tokens_in_tool_use.sse"),), "limit", "max_tokens",
          (U(412, 32),), output="I'll record the forecast for Paris.", tools=("record_forecast",)),
     terminal("anthropic", "refusal", Body("refusal.sse"), (U(33, 9),), finish="refusal"),
@@ -322,7 +330,8 @@ OPENAI = [
     ok("openai", "parallel_tools", (Body("parallel_tools.sse"), O_TEXT), (U(310, 60), O_TEXT_U), "Hello, world",
        tools=("get_weather", "get_time", "list_cities"), ran=("get_weather", "get_time", "list_cities"), turns=2),
     ok("openai", "reasoning", (Body("reasoning.sse"), O_TEXT), (U(120, 300, r=256), O_TEXT_U), "Hello, world",
-       model="o4-mini", tools=("lookup",), ran=("lookup",), turns=2),
+       model="o4-mini", tools=("lookup",), ran=("lookup",), turns=2,
+       sent_back='"encrypted_content": "gAAAAABoIPOG-encrypted-reasoning-blob=="'),
     ok("openai", "cache_usage", (Body("cache_usage.sse"),), (U(2300, 40, cr=2048),), "Cached answer."),
     Case("openai", "incomplete", (Body("incomplete.sse"),), "limit", "max_tokens", (U(30, 16),),
          output="A very long"),
@@ -369,7 +378,7 @@ GOOGLE = [
     ok("google", "text", (G_TEXT,), (G_TEXT_U,), G_TEXT_OUT),
     ok("google", "tool_call", (Body("tool_call.sse"), Body("tool_answer.sse")), (U(29, 120, r=110), U(165, 8)),
        "The capital of Mexico is Mexico City.", model="gemini-3-pro-preview", tools=("get_country",),
-       ran=("get_country",), turns=2),
+       ran=("get_country",), turns=2, sent_back='"thoughtSignature": "Et8ECtwEAXLI2nyCB1jKZUE4ZxdH07XhZ'),
     ok("google", "tools3", (Body("tools3_capital.sse"), Body("tools3_temperature.sse"), Body("tools3_answer.sse")),
        (U(36, 5), U(48, 5), U(63, 11)), "The temperature in Paris is 30°C.", model="gemini-2.0-flash",
        tools=("get_capital", "get_temperature"), ran=("get_capital", "get_temperature"), turns=3),
@@ -400,12 +409,14 @@ BEDROCK = [
     ok("bedrock", "text_jsonl", (B_TEXT,), (B_TEXT_U,), B_TEXT_OUT),
     ok("bedrock", "text_eventstream", (Body("text.eventstream"),), (B_TEXT_U,), B_TEXT_OUT),
     ok("bedrock", "server_tool_eventstream", (Body("server_tool.eventstream"), B_TEXT), (U(1002, 59), B_TEXT_U),
-       B_TEXT_OUT, model=NOVA2, tools=("final_result", "nova_code_interpreter"), ran=("final_result",), turns=2),
+       B_TEXT_OUT, model=NOVA2, tools=("final_result", "nova_code_interpreter"), ran=("final_result",), turns=2,
+       sent_back='"type": "nova_code_interpreter_result"'),
     ok("bedrock", "server_tool_jsonl", (Body("server_tool.jsonl"), B_TEXT), (U(1002, 59), B_TEXT_U),
-       B_TEXT_OUT, model=NOVA2, tools=("final_result", "nova_code_interpreter"), ran=("final_result",), turns=2),
+       B_TEXT_OUT, model=NOVA2, tools=("final_result", "nova_code_interpreter"), ran=("final_result",), turns=2,
+       sent_back='"type": "nova_code_interpreter_result"'),
     ok("bedrock", "tool_use", (Body("tool_use.jsonl"), Body("tool_answer.jsonl")), (U(397, 138), U(547, 79)),
        Prefix("Based on your location, you're in Mexico."), model="us.anthropic.claude-3-7-sonnet-20250219-v1:0", tools=("get_user_country",),
-       ran=("get_user_country",), turns=2),
+       ran=("get_user_country",), turns=2, sent_back='"signature": "ErcBCkgICxABGAIiQFX7K5soRl8+TpP81l9a'),
     ok("bedrock", "structured", (Body("structured.jsonl"),), (U(180, 12),), {"city": "Paris", "country": "France"},
        model="us.anthropic.claude-sonnet-4-6", output_type="CityLocation"),
     ok("bedrock", "thinking", (Body("thinking.jsonl"),), (U(37, 74),),
@@ -484,6 +495,47 @@ async def run_case(case: Case, tmp_path: Path, *, full: bool) -> tuple[tether.Ru
     return outcome, report, server
 
 
+def round_trip(provider: Provider, body: dict[str, Any]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The client tool calls a request sends back (wire ids) and the results it sends for them (id, text)."""
+    calls: list[str] = []
+    results: list[tuple[str, str]] = []
+    if provider == "anthropic":
+        for message in body["messages"]:
+            for block in message["content"] if isinstance(message["content"], list) else ():
+                if block.get("type") == "tool_use":
+                    calls.append(block["id"])
+                elif block.get("type") == "tool_result":
+                    results.append((block["tool_use_id"], str(block["content"])))
+    elif provider == "openai":
+        for item in body["input"]:
+            if item.get("type") == "function_call":
+                calls.append(item["call_id"])
+            elif item.get("type") == "function_call_output":
+                results.append((item["call_id"], item["output"]))
+    elif provider == "openai_compatible":
+        for message in body["messages"]:
+            calls += [c["id"] for c in message.get("tool_calls") or ()]
+            if message["role"] == "tool":
+                results.append((message["tool_call_id"], message["content"]))
+    elif provider == "google":
+        for content in body["contents"]:
+            for part in content["parts"]:
+                if "functionCall" in part:
+                    calls.append(part["functionCall"]["id"])
+                elif "functionResponse" in part:
+                    response = part["functionResponse"]
+                    results.append((response["id"], str(response["response"])))
+    else:
+        for message in body["messages"]:
+            for block in message["content"]:
+                if "toolUse" in block and block["toolUse"].get("type") != "server_tool_use":
+                    calls.append(block["toolUse"]["toolUseId"])
+                elif "toolResult" in block and message["role"] == "user":
+                    result = block["toolResult"]
+                    results.append((result["toolUseId"], json.dumps(result["content"], ensure_ascii=False)))
+    return calls, results
+
+
 def total(calls: tuple[Usage, ...]) -> Usage:
     """The usage of several calls summed (`approximate` if any was)."""
     summed = Usage()
@@ -518,6 +570,13 @@ async def test_each_fixture_through_the_engine(case: Case, tmp_path: Path) -> No
     assert report.provider_calls == case.requests
     assert list(case.ran) == RAN
     assert len(SLEEPS) == case.retries and all(s >= case.wait for s in SLEEPS), SLEEPS
+    # each tool that ran went back once, answering a call the same request sends back, with its output
+    calls, results = round_trip(case.provider, server.requests[-1]["body"])
+    assert len(results) == len(case.ran)
+    assert {call_id for call_id, _ in results} <= set(calls)
+    assert all(TOOL_OUTPUT[name] in text for name, (_, text) in zip(case.ran, results, strict=True)), results
+    if case.sent_back is not None:
+        assert case.sent_back in json.dumps(server.requests[-1]["body"], ensure_ascii=False)
     # usage: the sum of what each billed call reported
     expected = total(case.calls)
     assert counts(result["usage"]) == counts(expected)
