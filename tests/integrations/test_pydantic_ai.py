@@ -359,8 +359,8 @@ async def test_parallel_tool_calls_native_output_and_a_stream_handler_take_the_s
 def test_a_pydantic_ai_model_maps_to_the_tether_adapter_of_its_provider() -> None:
     assert tpai.tether_model("openai:gpt-4o") == "openai:gpt-4o"
     assert tpai.tether_model("anthropic:claude-sonnet-4-5") == "anthropic:claude-sonnet-4-5"
-    assert tpai.tether_model("google-gla:gemini-2.5-flash") == "google:gemini-2.5-flash"
-    assert tpai.tether_model("google-vertex:gemini-2.5-pro") == "vertex:gemini-2.5-pro"
+    assert tpai.tether_model("google:gemini-2.5-flash") == "google:gemini-2.5-flash"
+    assert tpai.tether_model("google-cloud:gemini-2.5-pro") == "vertex:gemini-2.5-pro"
     assert tpai.tether_model("ollama:qwen3:8b") == "ollama:qwen3:8b"
     assert tpai.tether_model(None) is None
     with pytest.raises(tether.ConfigError, match="maps to no tether adapter"):

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+import re
+import struct
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx2
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from tether.contracts import (
     ChatModel,
@@ -140,3 +145,94 @@ def weather_turns(*raw: RawPart, result: str = "boom", is_error: bool = True) ->
     assistant = Message(role="assistant", parts=(*raw, TextPart(text="Checking."), call))
     outcome = ToolResultPart(call_id="call_3_0", name="get_weather", content=result, is_error=is_error)
     return assistant, Message(role="tool", parts=(outcome,))
+
+
+# --- a real loopback server: the SDK builds its own HTTP client and connects over a socket --------------
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _aws_header(name: str, value: str) -> bytes:
+    key, val = name.encode(), value.encode()
+    return struct.pack("B", len(key)) + key + b"\x07" + struct.pack(">H", len(val)) + val
+
+
+def aws_frame(headers: dict[str, str], payload: dict[str, Any]) -> bytes:
+    """One AWS event-stream message: prelude (lengths, CRC), string headers, JSON payload, message CRC."""
+    head = b"".join(_aws_header(k, v) for k, v in headers.items())
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    prelude = struct.pack(">II", 16 + len(head) + len(body), len(head))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + head + body
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def aws_frames(name: str) -> list[bytes]:
+    """A Bedrock fixture as the frames ConverseStream sends: JSON lines encoded, or a recorded body as it is."""
+    path = WIRE / "bedrock" / name
+    if not name.endswith(".jsonl"):
+        return [path.read_bytes()]
+    frames = []
+    for line in (json.loads(text) for text in path.read_text().splitlines() if text):
+        kind = "exception" if "exception" in line else "event"
+        headers = {f":{kind}-type": line[kind], ":content-type": "application/json", ":message-type": kind}
+        frames.append(aws_frame(headers, line["data"]))
+    return frames
+
+
+def sse_events(vendor: str, name: str) -> list[bytes]:
+    """A recorded event-stream body cut after each blank line: one write per event, as a provider streams."""
+    return [part for part in re.split(rb"(?<=\n\n)", (WIRE / vendor / name).read_bytes()) if part]
+
+
+class Loopback:
+    """An HTTP server on 127.0.0.1 that answers queued replies in order and keeps every request it got."""
+
+    def __init__(self, *replies: Handler) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.server = TestServer(app, host="127.0.0.1")
+
+    async def __aenter__(self) -> Loopback:
+        await self.server.start_server()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.server.close()
+
+    @property
+    def url(self) -> str:
+        return str(self.server.make_url("")).rstrip("/")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        self.requests.append({"path": request.path, "body": json.loads(raw) if raw else None})
+        if not self.replies:
+            return web.json_response({"error": {"message": f"unexpected request to {request.path}"}}, status=418)
+        return await self.replies.pop(0)(request)
+
+
+def stream_of(chunks: list[bytes], content_type: str) -> Handler:
+    """A 200 streamed in `chunks`, one write each."""
+
+    async def reply(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": content_type})
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+    return reply
+
+
+def json_error(vendor: str, name: str, status: int, headers: dict[str, str]) -> Handler:
+    """An HTTP error whose body is a recorded JSON error body."""
+
+    async def reply(request: web.Request) -> web.StreamResponse:
+        body = (WIRE / vendor / name).read_bytes()
+        return web.Response(status=status, body=body, headers={"content-type": "application/json", **headers})
+
+    return reply

@@ -20,12 +20,14 @@ from pydantic_ai.tools import RunContext
 from tether.contracts.errors import ConfigError
 from tether.routing import split_ref
 
-_PROVIDERS = {
+PROVIDER_ADAPTERS = {
     "openai": "openai", "openai-responses": "openai", "openai-chat": "openai", "anthropic": "anthropic",
-    "google": "google", "google-gla": "google", "gemini": "google", "google-vertex": "vertex",
-    "google-cloud": "vertex", "bedrock": "bedrock",
+    "google": "google", "google-cloud": "vertex", "bedrock": "bedrock",
 }
-"""pydantic-ai provider prefixes whose tether adapter id differs (any other prefix is taken as the adapter id)."""
+"""pydantic-ai's provider prefixes (and `Model.system` names) for the providers tether has an adapter of, and that
+adapter's id; any other prefix is taken as the adapter id. Only prefixes pydantic-ai accepts are listed: since
+pydantic-ai 2 Gemini is `google:` and Vertex AI `google-cloud:` (`google-gla:`, `google-vertex:` and `gemini:`
+are an `Unknown model` there)."""
 
 
 class AdapterModel(Model):
@@ -88,7 +90,7 @@ def tether_model(agent_model: Model | str | None) -> str | None:
             "tether adapter; pass model='adapter:model' (a model the engine has, e.g. 'fake:m' in tests).",
             model=str(agent_model) if isinstance(agent_model, str) else name,
         )
-    return f"{_PROVIDERS.get(provider, provider)}:{name}"
+    return f"{PROVIDER_ADAPTERS.get(provider, provider)}:{name}"
 
 
-__all__ = ["AdapterModel", "tether_model"]
+__all__ = ["PROVIDER_ADAPTERS", "AdapterModel", "tether_model"]
