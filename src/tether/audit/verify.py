@@ -91,7 +91,7 @@ def verify_texts(run_id: str, texts: Sequence[str | bytes], where: str, *, allow
         except JournalChainError as exc:
             raise fail(run_id, "chain", exc.message, exc.data.get("seq", seq)) from None
         except JournalCorruptError as exc:
-            why = "checksum" if "checksum" in exc.message else "entry"
+            why = "checksum" if exc.data.get("why") == "checksum" else "entry"  # typed by the codec
             raise fail(run_id, why, exc.message, seq) from None
     return _checked(run_id, entries, allow_unchained)
 
@@ -166,7 +166,7 @@ async def verify_store(
     except JournalChainError as exc:
         raise fail(run_id, "chain", exc.message, exc.data.get("seq")) from None
     except JournalCorruptError as exc:
-        why = "checksum" if "checksum" in exc.message else "entry"
+        why = "checksum" if exc.data.get("why") == "checksum" else "entry"  # typed by the codec
         raise fail(run_id, why, exc.message, _seq_of(exc)) from None
     verified = verify_entries(run_id, entries, allow_unchained=allow_unchained)
     if head is not None:

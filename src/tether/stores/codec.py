@@ -225,7 +225,8 @@ class EntryDecoder:
         if stored is not None:
             if checksum(body).encode() != stored:
                 raise self._corrupt(
-                    where, "its checksum does not match its bytes (the entry was changed after it was written)"
+                    where, "its checksum does not match its bytes (the entry was changed after it was written)",
+                    part="checksum",
                 )
             self._checksummed = True
         elif self._checksummed and body.strip():
@@ -234,7 +235,8 @@ class EntryDecoder:
             except ValueError:
                 pass  # not JSON at all: reported below as unparsable (a torn JSONL tail stays torn)
             else:
-                raise self._corrupt(where, "it has no checksum although earlier entries of this run do")
+                raise self._corrupt(where, "it has no checksum although earlier entries of this run do",
+                                    part="checksum")
         entry = self._validated(body, where)
         self._check_link(entry, body, where)
         return entry
@@ -291,12 +293,15 @@ class EntryDecoder:
         except (msgspec.ValidationError, UnicodeEncodeError) as exc:
             raise self._corrupt(where, f"it is not a valid journal entry ({exc})") from None
 
-    def _corrupt(self, where: str, why: str) -> JournalCorruptError:
+    def _corrupt(self, where: str, why: str, *, part: str = "entry") -> JournalCorruptError:
+        """The error for an entry that does not read back; `part` (data `why`) is what failed: its `checksum`
+        (missing or not matching its bytes) or the `entry` itself (not JSON, not a valid entry)."""
         return JournalCorruptError(
             f"journal corrupt: {where}: {why}. Nothing was rewritten; restore the store from a "
             f"backup, or delete the run and start it again.",
             where=where,
             run_id=self.run_id,
+            why=part,
         )
 
     def at(self, text: str | bytes, seq: int, where: str) -> JournalEntry:
