@@ -41,8 +41,8 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
     import agent_loop
     import journal
     import peers
-    import retention
     import startup
+    import store_retention
 
     big = 2_000 if quick else 10_000
     steps = 2_000 if quick else 10_000
@@ -62,10 +62,10 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "long_agent_200": lambda: agent_loop.long_agent(50 if quick else 200, rounds=1),
         "sqlite_appends": lambda: journal.sqlite_appends(1_000 if quick else journal.APPENDS),
         "postgres_appends": lambda: journal.postgres_appends(300 if quick else 1_000),
-        "retention_delete_sqlite": lambda: retention.delete_run("sqlite"),
-        "retention_delete_postgres": lambda: retention.delete_run("postgres"),
-        "retention_sweep_sqlite": lambda: retention.sweep_runs("sqlite", 1_000 if quick else 10_000),
-        "retention_sweep_postgres": lambda: retention.sweep_runs("postgres", 1_000 if quick else 10_000),
+        "retention_delete_sqlite": lambda: store_retention.delete_run("sqlite"),
+        "retention_delete_postgres": lambda: store_retention.delete_run("postgres"),
+        "retention_sweep_sqlite": lambda: store_retention.sweep_runs("sqlite", 1_000 if quick else 10_000),
+        "retention_sweep_postgres": lambda: store_retention.sweep_runs("postgres", 1_000 if quick else 10_000),
         "chain_appends": lambda: journal.chain_appends(1_000 if quick else journal.APPENDS),
         "group_commit": lambda: journal.group_commit(8, 50 if quick else 250),
         "tether_one_step": lambda: peers.tether_one_step(100 if quick else peers.N),

@@ -6,7 +6,7 @@ written beforehand through the store (the 1,000-step run) or in bulk (the 10,000
 sweep are timed. PostgreSQL uses `TETHER_BENCH_PG` (default `postgresql://postgres@127.0.0.1:5432/test`) in a
 throwaway schema.
 
-Run alone: `python bench/retention.py` (both figures on both stores).
+Run alone: `python bench/store_retention.py` (both figures on both stores).
 """
 
 from __future__ import annotations
