@@ -3,11 +3,13 @@ its fork and another run stay untouched (the fork still verifies, resumes, and c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from retentionkit import NOT_A_RUNS_ROWS, blob_keys, gated, make_engine, rows_of, tree
 
 from tether.audit.verify import verify_store
-from tether.contracts.errors import RunActiveError, RunNotFoundError
+from tether.contracts.errors import LeaseHeldError, RunActiveError, RunNotFoundError
 from tether.engine import retention
 
 ARGS = {"topic": "tides"}
@@ -166,3 +168,54 @@ async def test_a_child_run_goes_with_its_parent_and_a_fork_of_it_stays() -> None
     assert report.deleted == ["root", "child", "grandchild"] and report.forks_kept == ["fork"]
     assert sorted(m.run_id for m in await store.list_runs()) == ["fork", "stranger"]
     assert await store.get_blob("grandchild/checkpoints/1") is None and await store.get_blob("fork/checkpoints/1")
+
+
+async def test_a_running_run_is_refused_and_a_forced_delete_stops_its_driver_at_its_next_write(tmp_path: Path) -> None:
+    import asyncio
+
+    import tether
+
+    gate, started = asyncio.Event(), asyncio.Event()
+
+    @tether.workflow(name="slow")
+    async def slow(ctx: tether.Ctx) -> str:
+        await ctx.step("first", lambda: "one")
+
+        async def wait() -> str:
+            started.set()
+            await gate.wait()
+            return "two"
+
+        return await ctx.step("second", wait)
+
+    url = f"sqlite:///{tmp_path}/t.db"
+    engine, _ = make_engine(url)
+    try:
+        handle = engine.start(slow, {}, run_id="busy")
+        await started.wait()
+        with pytest.raises(RunActiveError) as refused:
+            await engine.delete("busy")
+        assert refused.value.data["status"] == "running"
+        await engine.delete("busy", force=True)
+        gate.set()
+        with pytest.raises(LeaseHeldError) as lost:  # its lease went with the run: nothing it writes lands
+            await handle
+        assert "deleted" in lost.value.message
+        assert rows_of(url, {"busy"})["entries"] == 0 and rows_of(url, {"busy"})["meta"] == 0
+    finally:
+        await engine.close()
+
+
+async def test_a_queued_run_is_refused_and_forcing_it_removes_its_queue_row(pg_dsn: str, pg_schema: str) -> None:
+    url = f"{pg_dsn}?schema={pg_schema}"
+    engine, _ = make_engine(url)
+    try:
+        await engine.enqueue(tree, ARGS, run_id="waiting")
+        assert rows_of(url, {"waiting"})["queue"] == 1
+        with pytest.raises(RunActiveError):
+            await engine.delete("waiting")
+        assert rows_of(url, {"waiting"})["queue"] == 1
+        await engine.delete("waiting", force=True)
+        assert set(_live(rows_of(url, {"waiting"})).values()) == {0}
+    finally:
+        await engine.close()
