@@ -219,3 +219,28 @@ async def test_a_queued_run_is_refused_and_forcing_it_removes_its_queue_row(pg_d
         assert set(_live(rows_of(url, {"waiting"})).values()) == {0}
     finally:
         await engine.close()
+
+
+async def test_jsonl_finds_the_blobs_it_stored_under_a_hashed_name(tmp_path: Path) -> None:
+    """A JSONL blob whose quoted key is too long for a file name is stored under a hash of it: the delete finds it
+    from the run's journal (its agents' checkpoint keys and the chunks their heads list), not from the name."""
+    import json
+
+    from tether.contracts.entries import JournalEntry, RunMeta
+    from tether.journal.blobs import checkpoint_key, chunk_key
+    from tether.stores.jsonl import JsonlStore
+
+    store = JsonlStore(tmp_path / "j")
+    run_id = "r" * 190
+    await store.append_many(run_id, [JournalEntry(kind="decision", value={"decision": "genesis"}),
+                                     JournalEntry(kind="agent", agent_id=1)])
+    await store.put_meta(RunMeta(run_id=run_id, workflow="wf", status="ok", created_at=1.0, updated_at=1.0))
+    head = checkpoint_key(run_id, 2)
+    await store.put_blob(head, json.dumps({"chunks": 2}).encode())
+    for i in range(3):  # the third chunk was written before a head that never landed
+        await store.put_blob(chunk_key(head, i), b"chunk")
+    names = sorted(p.name for p in (tmp_path / "j" / "blobs").iterdir())
+    assert len(names) == 4 and all(n.startswith("h-") for n in names)
+    rows = await store.delete_runs([run_id])
+    assert rows["blobs"] == 4 and not list((tmp_path / "j" / "blobs").iterdir())
+    assert rows["entries"] == 2 and rows["meta"] == 1
