@@ -57,3 +57,15 @@ async def test_delete_runs_removes_every_row_but_the_kept_blobs_and_the_epochs(s
     stats = await store.store_stats()
     assert stats.runs == 1 and stats.entries == 2 and stats.blobs == 3 and stats.effects == 1
     assert [r.run_id for r in stats.largest] == ["c"]
+
+
+async def test_a_jsonl_run_whose_journal_is_damaged_is_deleted_all_the_same(tmp_path: Path) -> None:
+    from tether.stores.jsonl import JsonlStore
+
+    s = JsonlStore(tmp_path / "j")
+    await _run(s, "bad")
+    path = tmp_path / "j" / "bad.jsonl"
+    path.write_bytes(b"not json\n" + path.read_bytes())
+    rows = await s.delete_runs(["bad"])
+    assert rows["entries"] == 3 and rows["blobs"] == 2 and rows["meta"] == 1
+    assert not path.exists() and await s.get_meta("bad") is None

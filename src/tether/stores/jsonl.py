@@ -329,16 +329,20 @@ class JsonlStore:
             if not path.name.startswith("h-") and owner in named and unquote(path.name) not in keep:
                 named[owner].add(path)
         for run_id in ids:
-            entries = await self.load(run_id)
+            try:
+                entries = await self.load(run_id)
+            except JournalCorruptError:
+                entries = []  # a damaged journal is deleted all the same (its blobs by their names)
             keys = await run_blob_keys(run_id, entries, self.get_blob)  # also finds blobs stored under a hash
             named[run_id] |= {self._blob(k) for k in [*keys, cancel_request_key(run_id)] if k not in keep}
             with self._locked(run_id):
-                counts["entries"] += len(entries)
-                counts["effects"] += len(await self.load_effects(run_id))
                 for suffix, table in ((".jsonl", "entries"), (".effects.jsonl", "effects"), (".lease", "leases")):
                     path = self._file(run_id, suffix)
-                    if table == "leases" and path.exists():
-                        counts["leases"] += 1
+                    try:
+                        data = path.read_bytes()
+                    except FileNotFoundError:
+                        continue
+                    counts[table] += 1 if table == "leases" else data.count(b"\n")
                     path.unlink(missing_ok=True)
                 for path in named[run_id]:
                     if path.exists():
