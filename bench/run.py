@@ -42,6 +42,7 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
     import journal
     import peers
     import startup
+    import store_retention
 
     big = 2_000 if quick else 10_000
     steps = 2_000 if quick else 10_000
@@ -61,6 +62,10 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "long_agent_200": lambda: agent_loop.long_agent(50 if quick else 200, rounds=1),
         "sqlite_appends": lambda: journal.sqlite_appends(1_000 if quick else journal.APPENDS),
         "postgres_appends": lambda: journal.postgres_appends(300 if quick else 1_000),
+        "retention_delete_sqlite": lambda: store_retention.delete_run("sqlite"),
+        "retention_delete_postgres": lambda: store_retention.delete_run("postgres"),
+        "retention_sweep_sqlite": lambda: store_retention.sweep_runs("sqlite", 1_000 if quick else 10_000),
+        "retention_sweep_postgres": lambda: store_retention.sweep_runs("postgres", 1_000 if quick else 10_000),
         "chain_appends": lambda: journal.chain_appends(1_000 if quick else journal.APPENDS),
         "group_commit": lambda: journal.group_commit(8, 50 if quick else 250),
         "tether_one_step": lambda: peers.tether_one_step(100 if quick else peers.N),
@@ -267,6 +272,16 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
         out.append(Row("PostgreSQL appends (one per transaction, leased), appends/s", _f(pg.get("tether_per_s")),
                        f"raw psycopg insert+commit: {_f(pg.get('raw_per_s'))}",
                        _ratio(pg.get("tether_per_s"), pg.get("raw_per_s")), "(info)"))
+    for store in ("sqlite", "postgres"):
+        d, w = res.get(f"retention_delete_{store}", {}), res.get(f"retention_sweep_{store}", {})
+        if d:
+            out.append(Row(f"delete of a {d.get('steps', 0):,.0f}-step run ({store}), ms", _err(d) or
+                           _f(d.get("tether_s", 0) * 1e3, " ms", 2), f"raw DELETE of its rows in one transaction: "
+                           f"{_f(d.get('raw_s', 0) * 1e3, ' ms', 2)}", _ratio(d.get("tether_s"), d.get("raw_s")),
+                           "(info)"))
+        if w:
+            out.append(Row(f"sweep of {w.get('runs', 0):,.0f} runs ({store}), us/run", _err(w) or
+                           _f(w.get("per_run_us"), " us"), f"total {_f(w.get('total_s'), ' s', 2)}", "", "(info)"))
     g = res.get("group_commit", {})
     if g and not _err(g):
         out.append(Row(f"8 parallel branches, {g.get('steps', 0):,.0f} steps, steps/s (store writes)",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         LeaseHeldError,
         NonSerializableValueError,
         PricingError,
+        RunActiveError,
         RunHandedBackError,
         RunNotFoundError,
         StoreUnavailableError,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from tether.engine.handle import RunHandle
     from tether.engine.options import AgentOptions, Containment, ResumeOptions, RunOptions, StartOptions
     from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
+    from tether.engine.retention import DeleteReport, SweepReport
     from tether.engine.workflow import Workflow, workflow
     from tether.journal.cost import CostReport
     from tether.journal.diff import RunDiff
@@ -90,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "NonSerializableValueError": "tether.contracts.errors",
     "PricingError": "tether.contracts.errors",
     "RunHandedBackError": "tether.contracts.errors",
+    "RunActiveError": "tether.contracts.errors",
     "RunNotFoundError": "tether.contracts.errors",
     "StoreUnavailableError": "tether.contracts.errors",
     "TetherError": "tether.contracts.errors",
@@ -115,6 +118,8 @@ _EXPORTS: dict[str, str] = {
     "Engine": "tether.engine.engine",
     "read_events": "tether.engine.event_log",
     "ForkPreview": "tether.engine.fork_preview",
+    "DeleteReport": "tether.engine.retention",
+    "SweepReport": "tether.engine.retention",
     "RunHandle": "tether.engine.handle",
     "AgentOptions": "tether.engine.options",
     "Containment": "tether.engine.options",
@@ -173,6 +178,7 @@ __all__ = [
     "Containment",
     "CostReport",
     "Ctx",
+    "DeleteReport",
     "DroppedBranch",
     "Engine",
     "Event",
@@ -198,6 +204,7 @@ __all__ = [
     "PricingError",
     "ReplayStats",
     "ResumeOptions",
+    "RunActiveError",
     "RunDiff",
     "RunHandedBackError",
     "RunHandle",
@@ -207,6 +214,7 @@ __all__ = [
     "StartOptions",
     "StopReason",
     "StoreUnavailableError",
+    "SweepReport",
     "Telemetry",
     "TetherError",
     "Tier",

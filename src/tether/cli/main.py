@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "tether.cli.serve_command",
     "tether.cli.fork_commands",
     "tether.cli.audit_commands",
+    "tether.cli.retention_commands",
 )
 
 

@@ -97,6 +97,13 @@ class RunNotFoundError(TetherError):
     code = "run-not-found"
 
 
+class RunActiveError(TetherError):
+    """A retention operation refused a run that is running, queued or suspended (it may still move or resume);
+    `data["status"]` says which. Nothing was deleted: let it settle, cancel it, or pass `force`."""
+
+    code = "run-active"
+
+
 class StoreUnavailableError(TetherError):
     """The store could not be reached or used (lost connection, locked file); nothing was written."""
 

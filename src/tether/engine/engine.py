@@ -19,7 +19,7 @@ from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, ClosableModel, JournalStore
 from tether.contracts.schedules import Schedule
-from tether.engine import forks, operator, reads, schedules
+from tether.engine import forks, operator, reads, retention, schedules
 from tether.engine import options as run_options
 from tether.engine import queue as run_queue
 from tether.engine.checkpoint import AgentTranscript
@@ -82,8 +82,7 @@ class Engine:
         self.profiles: dict[str, AgentProfile] = dict(profiles or {})
         self.permissions = permissions
         self.clock, self.rng, self.sleep = clock, rng or random.Random(), sleep
-        self.tool_runner = ToolRunner()
-        self._return_types = ReturnTypes()
+        self.tool_runner, self._return_types = ToolRunner(), ReturnTypes()
         self.sinks = self.telemetry.build_sinks()
         self._store = StoreSlot(store)
 
@@ -103,9 +102,6 @@ class Engine:
         """Register an agent profile: defaults for every `ctx.agent(..., agent_type=...)`."""
         self.profiles[agent_type] = AgentProfile(model=model, system=system, tools=tuple(tools), max_turns=max_turns,
                                                  max_output_tokens=max_output_tokens, est_cost=est_cost)
-
-    def workflow_model(self, name: str) -> ModelLike | None:
-        return self.workflow_models.get(name)
 
     def price_of(self, ref: str) -> Price | None:
         """The price row for `adapter:model`: the table first, then what the adapter itself knows."""
@@ -159,7 +155,7 @@ class Engine:
         lim = self.limits
         return RunServices(
             clock=self.clock, rng=self.rng, sleep=self.sleep, router=self.router, profiles=self.profiles,
-            workflow_model=self.workflow_model, price_of=self.price_of, tool_runner=self.tool_runner,
+            workflow_model=self.workflow_models.get, price_of=self.price_of, tool_runner=self.tool_runner,
             permissions=self.permissions, max_spawns=lim.max_spawns, dispatch_wait_s=lim.dispatch_wait_s,
             concurrency=lim.concurrency, lease_ttl_s=lim.lease_ttl_s, return_types=self._return_types,
         )
@@ -258,6 +254,10 @@ class Engine:
     async def settle_orphans(self, run_id: str, usd: float, reason: str = "", *, by: str | None = None) -> CostReport:
         """Charge the calls a crash cut off what the provider billed for them (docs/budgets.md); the new report."""
         return await operator.settle_orphans(self, run_id, usd, reason, by)
+
+    async def delete(self, run_id: str, *, force: bool = False, with_forks: bool = False) -> retention.DeleteReport:
+        """Delete a run and all it owns at once (an active run only if `force`; forks stay unless `with_forks`)."""
+        return await retention.delete(await self.store(), run_id, force=force, with_forks=with_forks)
 
     # -- read side (views beyond the journal and cost: engine/reads.py) ------------------------
     async def runs(self, limit: int = 100, *, status: str | None = None) -> list[RunMeta]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
+
+from tether.contracts.entries import JournalEntry
 
 
 def checkpoint_key(run_id: str, agent_seq: int) -> str:
@@ -56,3 +58,45 @@ def chunk_link_error(tip: str, raws: Sequence[bytes | None]) -> str | None:
     if before != tip:
         return "its last chunk is not the one its head names (a chunk was edited, added or removed)"
     return None
+
+
+def blob_prefix(run_id: str) -> str:
+    """The prefix of every blob key a run owns (its checkpoints, transcript chunks and cancel request): run ids hold
+    no '/', so no other run's keys share it."""
+    return f"{run_id}/"
+
+
+def blob_owner(key: str) -> str:
+    """The run id a blob key belongs to (the part before its first '/')."""
+    return key.partition("/")[0]
+
+
+GetBlob = Callable[[str], Awaitable[bytes | None]]
+
+
+async def _with_chunks(key: str, get_blob: GetBlob, probe: bool) -> list[str]:
+    """`key` and the chunk keys of the head stored there (`probe`: and any chunk after them, written before a
+    head that never landed); nothing when no head is stored at `key`."""
+    data = await get_blob(key)
+    if data is None:
+        return []
+    count, i = head_links(data)[0], 0
+    out = [key]
+    while i < count or (probe and await get_blob(chunk_key(key, i)) is not None):
+        out.append(chunk_key(key, i))
+        i += 1
+    return out
+
+
+async def run_blob_keys(run_id: str, entries: Sequence[JournalEntry], get_blob: GetBlob) -> list[str]:
+    """Every checkpoint blob key of `run_id` its journal leads to: each agent's head and the chunks it lists."""
+    heads = {checkpoint_key(run_id, e.seq) for e in entries if e.kind == "agent" and e.ref is None and e.seq}
+    heads |= {e.checkpoint_ref for e in entries if e.checkpoint_ref and blob_owner(e.checkpoint_ref) == run_id}
+    return [k for head in sorted(heads) for k in await _with_chunks(head, get_blob, probe=True)]
+
+
+async def vouched_blob_keys(entries: Sequence[JournalEntry], owners: Collection[str], get_blob: GetBlob) -> set[str]:
+    """The blobs of runs `owners` that `entries` (another run's journal: a fork's copies) reference by their
+    terminals' `checkpoint_ref`: the heads and the chunks they list."""
+    heads = {e.checkpoint_ref for e in entries if e.checkpoint_ref and blob_owner(e.checkpoint_ref) in owners}
+    return {k for head in heads for k in await _with_chunks(head, get_blob, probe=False)}

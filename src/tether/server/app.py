@@ -15,10 +15,12 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tether.contracts.retention import CompactResult, StoreStats
 from tether.engine.engine import Engine
+from tether.engine.retention import DeleteReport, SweepReport
 from tether.journal.cost import CostReport
 from tether.journal.diff import RunDiff
-from tether.server import actions, api
+from tether.server import actions, api, retention
 from tether.server.auth import SESSION_PATH, TokenGate, open_session
 from tether.server.hosts import HostGuard, HostPolicy
 from tether.server.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, BodyLimit, check_limits
@@ -90,6 +92,16 @@ def operations() -> list[Operation]:
         Operation("POST", f"{RUN}/cancel", "cancel", "Cancel a run as tether cancel does: settled at once when "
                   "nothing drives it, else stopped by its driver (409 once it settled)",
                   actions.cancel, CancelResult, status=202, body=CancelRequest, errors=(404, 409)),
+        Operation("DELETE", RUN, "delete_run", "Delete the run with every row and child run it owns (engine.delete); "
+                  "409 run-active when it is running, queued or suspended, unless force", retention.delete_run,
+                  DeleteReport, query=retention.DeleteQuery, errors=(404, 409)),
+        Operation("POST", "/api/sweep", "sweep", "Delete the settled runs last updated before a time (dry_run lists "
+                  "them); runs that may still move are skipped and named", retention.sweep, SweepReport,
+                  body=retention.SweepRequest, errors=(400,)),
+        Operation("GET", "/api/store/stats", "store_stats", "What the store holds: runs, entries, bytes, the largest "
+                  "runs, blobs", retention.store_stats, StoreStats, query=retention.StatsQuery),
+        Operation("POST", "/api/store/compact", "compact_store", "Give the store's free space back (VACUUM)",
+                  retention.compact, CompactResult),
     ]
 
 

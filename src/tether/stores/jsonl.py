@@ -13,14 +13,16 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import JournalCorruptError, StoreUnavailableError
+from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.journal.blobs import blob_owner, run_blob_keys
 from tether.stores.codec import (
     EntryDecoder,
     check_rows,
@@ -30,6 +32,7 @@ from tether.stores.codec import (
     number_entries,
 )
 from tether.stores.leases import (
+    cancel_request_key,
     check_acquire,
     check_fence,
     new_lease,
@@ -314,6 +317,73 @@ class JsonlStore:
             for suffix in (".jsonl", ".meta.json", ".effects.jsonl", ".lease"):
                 self._file(run_id, suffix).unlink(missing_ok=True)
             self._tails.pop(run_id, None)
+
+    async def delete_runs(self, run_ids: Sequence[str], *, keep_blobs: Collection[str] = ()) -> dict[str, int]:
+        """`RetentionStore.delete_runs` as files allow: run by run under its lock, the meta last (a delete cut
+        short still lists the run, so it can be run again). The lock and epoch files stay."""
+        ids, keep = list(dict.fromkeys(run_ids)), set(keep_blobs)
+        counts = dict.fromkeys(("entries", "meta", "effects", "leases", "blobs"), 0)
+        named: dict[str, set[Path]] = {r: set() for r in ids}
+        for path in (self.dir / "blobs").iterdir():  # blobs named after their key, by the run the key names
+            owner = blob_owner(unquote(path.name))
+            if not path.name.startswith("h-") and owner in named and unquote(path.name) not in keep:
+                named[owner].add(path)
+        for run_id in ids:
+            try:
+                entries = await self.load(run_id)
+            except JournalCorruptError:
+                entries = []  # a damaged journal is deleted all the same (its blobs by their names)
+            keys = await run_blob_keys(run_id, entries, self.get_blob)  # also finds blobs stored under a hash
+            named[run_id] |= {self._blob(k) for k in [*keys, cancel_request_key(run_id)] if k not in keep}
+            with self._locked(run_id):
+                for suffix, table in ((".jsonl", "entries"), (".effects.jsonl", "effects"), (".lease", "leases")):
+                    path = self._file(run_id, suffix)
+                    try:
+                        data = path.read_bytes()
+                    except FileNotFoundError:
+                        continue
+                    counts[table] += 1 if table == "leases" else data.count(b"\n")
+                    path.unlink(missing_ok=True)
+                for path in named[run_id]:
+                    if path.exists():
+                        path.unlink(missing_ok=True)
+                        counts["blobs"] += 1
+                meta = self._file(run_id, ".meta.json")
+                counts["meta"] += meta.exists()
+                meta.unlink(missing_ok=True)
+                self._tails.pop(run_id, None)
+        return counts
+
+    async def store_stats(self, *, largest: int = 5) -> StoreStats:
+        sizes: dict[str, list[int]] = {}
+        effects = disk = 0
+        for path in self.dir.iterdir():
+            if not path.is_file():
+                continue
+            size = path.stat().st_size
+            disk += size
+            for suffix in (".effects.jsonl", ".jsonl", ".meta.json"):
+                if path.name.endswith(suffix) and not path.name.startswith("."):
+                    row = sizes.setdefault(path.name.removesuffix(suffix), [0, 0])
+                    row[1] += size
+                    if suffix == ".jsonl":
+                        row[0] += path.read_bytes().count(b"\n")
+                    elif suffix == ".effects.jsonl":
+                        effects += path.read_bytes().count(b"\n")
+                    break
+        blobs = [p.stat().st_size for p in (self.dir / "blobs").iterdir() if p.is_file()]
+        runs = [RunSize(run_id=r, entries=n, bytes=b) for r, (n, b) in sizes.items()]
+        return StoreStats(
+            store="jsonl", runs=len(runs), entries=sum(r.entries for r in runs),
+            bytes=sum(r.bytes for r in runs) + sum(blobs), blobs=len(blobs), blob_bytes=sum(blobs), effects=effects,
+            largest=sorted(runs, key=lambda r: (-r.bytes, r.run_id))[:largest], on_disk_bytes=disk + sum(blobs),
+            reclaimable_bytes=0,
+        )
+
+    async def compact(self) -> CompactResult:
+        size = (await self.store_stats(largest=0)).on_disk_bytes
+        return CompactResult(store="jsonl", action="nothing to do: each run is its own files, removed when it is "
+                             "deleted, so a JSONL store holds no free space", before_bytes=size, after_bytes=size)
 
     def _blob(self, key: str) -> Path:
         name = quote(key, safe="")

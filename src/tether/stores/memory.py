@@ -6,10 +6,12 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
+from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.journal.blobs import blob_owner
 from tether.stores.codec import check_rows, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
@@ -94,6 +96,34 @@ class MemoryStore:
     async def delete(self, run_id: str) -> None:
         for table in (self._entries, self._meta, self._effects, self._leases):
             table.pop(run_id, None)
+
+    async def delete_runs(self, run_ids: Sequence[str], *, keep_blobs: Collection[str] = ()) -> dict[str, int]:
+        """`RetentionStore.delete_runs`: every row of `run_ids` (their epochs stay)."""
+        ids, keep = set(run_ids), set(keep_blobs)
+        counts = {"entries": sum(len(self._entries.get(r, [])) for r in ids),
+                  "meta": sum(r in self._meta for r in ids), "effects": sum(len(self._effects.get(r, [])) for r in ids),
+                  "leases": sum(r in self._leases for r in ids)}
+        for r in ids:
+            for table in (self._entries, self._meta, self._effects, self._leases):
+                table.pop(r, None)
+        gone = [k for k in self._blobs if blob_owner(k) in ids and k not in keep]
+        for k in gone:
+            del self._blobs[k]
+        return {**counts, "blobs": len(gone)}
+
+    async def store_stats(self, *, largest: int = 5) -> StoreStats:
+        sizes = [RunSize(run_id=r, entries=len(self._entries.get(r, [])),
+                         bytes=sum(len(t.encode()) for t in [*self._entries.get(r, []), *self._effects.get(r, [])])
+                         + (len(m.model_dump_json()) if (m := self._meta.get(r)) is not None else 0))
+                 for r in set(self._entries) | set(self._meta)]
+        blob_bytes = sum(len(b) for b in self._blobs.values())
+        return StoreStats(store="memory", runs=len(sizes), entries=sum(s.entries for s in sizes),
+                          bytes=sum(s.bytes for s in sizes) + blob_bytes, blobs=len(self._blobs), blob_bytes=blob_bytes,
+                          effects=sum(len(v) for v in self._effects.values()),
+                          largest=sorted(sizes, key=lambda s: (-s.bytes, s.run_id))[:largest])
+
+    async def compact(self) -> CompactResult:
+        return CompactResult(store="memory", action="nothing to do: a memory store frees a deleted run's rows at once")
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
         if lease is not None:

@@ -15,13 +15,14 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import ConfigError, LeaseHeldError, StoreUnavailableError
 from tether.contracts.queue import QueuedRun
+from tether.contracts.retention import CompactResult, StoreStats
 from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json
 from tether.stores.group_commit import GroupCommit
 from tether.stores.leases import cancel_request_key, check_acquire, check_fence, renewed
@@ -33,6 +34,7 @@ from tether.stores.run_ids import check_run_id
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
+T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 RENEW_PATIENCE_FLOOR_S = 0.25
 """The least time a lease renewal is given before it counts as failed (see `PostgresStore.renew`)."""
@@ -312,6 +314,41 @@ class PostgresStore(PostgresQueue):
         self._prefetched.forget(run_id)
         await self._fetch("delete", (run_id,))
         self._appends.forget(run_id)
+
+    async def delete_runs(self, run_ids: Sequence[str], *, keep_blobs: Collection[str] = ()) -> dict[str, int]:
+        """`RetentionStore.delete_runs`: every row of `run_ids` in one transaction (`postgres_retention`)."""
+        from tether.stores import postgres_retention
+
+        ids = list(dict.fromkeys(run_ids))
+        for run_id in ids:
+            self._prefetched.forget(run_id)
+        counts = await self._retention(lambda conn: postgres_retention.delete_runs(conn, self.schema, ids, keep_blobs),
+                                       transaction=True)
+        for run_id in ids:
+            self._prefetched.forget(run_id)
+            self._appends.forget(run_id)
+        return counts
+
+    async def store_stats(self, *, largest: int = 5) -> StoreStats:
+        from tether.stores import postgres_retention
+
+        return await self._retention(lambda conn: postgres_retention.store_stats(conn, self.schema, largest))
+
+    async def compact(self) -> CompactResult:
+        from tether.stores import postgres_retention
+
+        return await self._retention(lambda conn: postgres_retention.compact(conn, self.schema))
+
+    async def _retention(self, work: Callable[[Any], Awaitable[T]], *, transaction: bool = False) -> T:
+        pool = self._pool or await self._ready()
+        try:
+            async with pool.connection() as conn:
+                if not transaction:
+                    return await work(conn)
+                async with conn.transaction():
+                    return await work(conn)
+        except self._unavailable as exc:
+            raise self._unreachable(exc) from None
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
         run_id = lease.run_id if lease is not None else None

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,8 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, StoreUnavailableError
+from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.journal.blobs import blob_prefix
 from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
@@ -372,6 +374,64 @@ class SqliteStore:
         with self._tx() as c:
             for table in ("entries", "meta", "effects", "leases"):
                 c.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+
+    async def delete_runs(self, run_ids: Sequence[str], *, keep_blobs: Collection[str] = ()) -> dict[str, int]:
+        """`RetentionStore.delete_runs`: every row of `run_ids` in one transaction (their epochs stay)."""
+        ids, keep = list(dict.fromkeys(run_ids)), set(keep_blobs)
+        counts = dict.fromkeys(("entries", "meta", "effects", "leases", "blobs"), 0)
+        for run_id in ids:
+            self._heads.pop(run_id, None)
+            self._settled.pop(run_id, None)
+        with self._tx() as c:
+            for run_id in ids:
+                for table in ("entries", "meta", "effects", "leases"):
+                    counts[table] += c.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,)).rowcount
+                low = blob_prefix(run_id)
+                high = low[:-1] + chr(ord("/") + 1)  # keys are compared bytewise: [run/, run0) is the prefix
+                keys = [k for (k,) in c.execute("SELECT key FROM blobs WHERE key >= ? AND key < ?", (low, high))
+                        if k not in keep]
+                c.executemany("DELETE FROM blobs WHERE key = ?", [(k,) for k in keys])
+                counts["blobs"] += len(keys)
+        return counts
+
+    def _disk(self, c: sqlite3.Connection) -> tuple[int, int]:
+        """(bytes the database file takes, bytes of its free pages)."""
+        size = c.execute("PRAGMA page_size").fetchone()[0]
+        pages, free = c.execute("PRAGMA page_count").fetchone()[0], c.execute("PRAGMA freelist_count").fetchone()[0]
+        return pages * size, free * size
+
+    async def store_stats(self, *, largest: int = 5) -> StoreStats:
+        with self._read() as c:
+            runs = c.execute(
+                "SELECT count(*) FROM (SELECT run_id FROM meta UNION SELECT run_id FROM entries)").fetchone()
+            entries, entry_bytes = c.execute(
+                "SELECT count(*), coalesce(sum(length(CAST(json AS BLOB))), 0) FROM entries").fetchone()
+            effects, effect_bytes = c.execute(
+                "SELECT count(*), coalesce(sum(length(CAST(json AS BLOB))), 0) FROM effects").fetchone()
+            meta_bytes = c.execute("SELECT coalesce(sum(length(CAST(json AS BLOB))), 0) FROM meta").fetchone()[0]
+            blobs, blob_bytes = c.execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM blobs").fetchone()
+            top = c.execute(
+                "SELECT run_id, sum(n), sum(b) FROM (SELECT run_id, 1 AS n, length(CAST(json AS BLOB)) AS b"
+                " FROM entries"
+                " UNION ALL SELECT run_id, 0, length(CAST(json AS BLOB)) FROM effects"
+                " UNION ALL SELECT run_id, 0, length(CAST(json AS BLOB)) FROM meta)"
+                " GROUP BY run_id ORDER BY 3 DESC, 1 LIMIT ?", (largest,)).fetchall()
+            disk, free = self._disk(c)
+        return StoreStats(
+            store="sqlite", runs=runs[0], entries=entries, bytes=entry_bytes + effect_bytes + meta_bytes + blob_bytes,
+            blobs=blobs, blob_bytes=blob_bytes, effects=effects,
+            largest=[RunSize(run_id=r, entries=n, bytes=b) for r, n, b in top],
+            on_disk_bytes=disk, reclaimable_bytes=free,
+        )
+
+    async def compact(self) -> CompactResult:
+        """VACUUM (rewrites the file without its free pages), then truncate the WAL."""
+        with self._read() as c:
+            before = self._disk(c)[0]
+            c.execute("VACUUM")
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            after = self._disk(c)[0]
+        return CompactResult(store="sqlite", action="VACUUM", before_bytes=before, after_bytes=after)
 
     async def put_blob(self, key: str, data: bytes, lease: Lease | None = None) -> None:
         with self._tx() as c:
