@@ -26,7 +26,7 @@ DROPPED = ("google-gla", "google-vertex", "gemini")
 # What pydantic-ai's providers read when an Agent builds one from a string (no request is ever sent).
 PROVIDER_ENV = {
     "OPENAI_API_KEY": "sk-prefix-test", "ANTHROPIC_API_KEY": "sk-ant-prefix-test", "GOOGLE_API_KEY": "g-prefix-test",
-    "AWS_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",  # botocore reads the second
 }
 
 

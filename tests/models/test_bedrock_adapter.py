@@ -688,7 +688,16 @@ async def test_engine_mid_stream_error_is_retried_and_the_answer_is_billed(tmp_p
     async with Bedrock(events("midstream_error.jsonl"), events("text.jsonl")) as server:
         outcome, result = await run_engine(server, NOVA, ask_flow, tmp_path)
     assert result["status"] == "ok" and len(server.requests) == 2
-    assert_cost(outcome, result, genai_cost(NOVA, "text.jsonl"))  # the cut attempt reported no usage
+    # The failed attempt streamed 70 characters and reported no usage: it is charged an approximate estimate
+    # (its input estimate, and 70 / 4 -> 18 output tokens), priced like any usage (docs/budgets.md).
+    answered = genai_prices.Usage(input_tokens=13, output_tokens=82)  # text.jsonl's metadata
+    assert outcome.cost.approximate and outcome.cost.usage.output_tokens == 82 + 18
+    estimate = genai_prices.Usage(input_tokens=outcome.cost.usage.input_tokens - 13, output_tokens=18)
+    assert 0 < (estimate.input_tokens or 0) < 100
+    charged = float(genai_prices.calc_price(estimate, NOVA, provider_id="aws").total_price)
+    assert float(genai_prices.calc_price(answered, NOVA, provider_id="aws").total_price) == pytest.approx(
+        genai_cost(NOVA, "text.jsonl"))
+    assert_cost(outcome, result, genai_cost(NOVA, "text.jsonl") + charged)
 
 
 async def test_engine_thinking_costs_what_genai_prices_charges(tmp_path: Path) -> None:

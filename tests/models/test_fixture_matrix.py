@@ -42,6 +42,11 @@ def priced(usage: Usage) -> float:
             + usage.output_tokens * 10.0) / 1_000_000
 
 
+EST_IN = 18
+"""The engine's input estimate for the matrix's one-line prompt: what a call that streamed output and failed
+before reporting usage is charged for its input (docs/budgets.md, *Calls that fail mid-stream*)."""
+
+
 def U(inp: int = 0, out: int = 0, *, cr: int = 0, cw: int = 0, r: int = 0, approx: bool = False) -> Usage:
     """One call's usage, short: input, output, cache reads, cache writes, reasoning (part of output)."""
     return Usage(input_tokens=inp, output_tokens=out, cache_read_tokens=cr, cache_write_tokens=cw,
@@ -339,7 +344,8 @@ OPENAI = [
          (U(210, 64, r=48),), output="Recording the forecast now.", model="o4-mini", tools=("record_forecast",)),
     terminal("openai", "refusal", Body("refusal.sse"), (U(25, 12),), finish="refusal"),
     retried("openai", "failed", Body("failed.sse"), O_TEXT, O_TEXT_U, "Hello, world"),
-    retried("openai", "midstream_error", Body("midstream_error.sse"), O_TEXT, O_TEXT_U, "Hello, world"),
+    retried("openai", "midstream_error", Body("midstream_error.sse"), O_TEXT, O_TEXT_U, "Hello, world",
+            billed_first=(U(EST_IN, 2, approx=True),)),
     retried("openai", "error_429", Err("error_429.json", 429, (("retry-after-ms", "2020"),)), O_TEXT, O_TEXT_U,
             "Hello, world", wait=2.02),
     exhausted("openai", "error_429_x3", Err("error_429.json", 429, (("retry-after-ms", "2020"),)), "rate-limit",
@@ -367,7 +373,7 @@ COMPAT = [
     terminal("openai_compatible", "refusal_delta", Body("refusal_delta.sse"), (U(24, 10),), finish="refusal"),
     terminal("openai_compatible", "openrouter_error_400", Body("openrouter_error_400.sse"), (U(31, 3),)),
     retried("openai_compatible", "midstream_error", Body("midstream_error.sse"), C_TEXT, C_TEXT_U,
-            "Hello, world"),
+            "Hello, world", billed_first=(U(EST_IN, 1, approx=True),)),
     retried("openai_compatible", "error_429", Err("error_429.json", 429, (("retry-after", "3"),)), C_TEXT,
             C_TEXT_U, "Hello, world", wait=3),
     exhausted("openai_compatible", "error_429_x3", Err("error_429.json", 429, (("retry-after", "3"),)),
@@ -427,7 +433,8 @@ BEDROCK = [
     Case("bedrock", "max_tokens", (Body("max_tokens.jsonl"),), "limit", "max_tokens", (U(13, 5),),
          output="The capital of France is"),
     terminal("bedrock", "guardrail", Body("guardrail.jsonl"), (U(13, 0),), finish="content_filter"),
-    retried("bedrock", "midstream_error", Body("midstream_error.jsonl"), B_TEXT, B_TEXT_U, B_TEXT_OUT),
+    retried("bedrock", "midstream_error", Body("midstream_error.jsonl"), B_TEXT, B_TEXT_U, B_TEXT_OUT,
+            billed_first=(U(EST_IN, 18, approx=True),)),
     retried("bedrock", "error_429", Err("error_429.json", 429, code="ThrottlingException"), B_TEXT, B_TEXT_U,
             B_TEXT_OUT),
     exhausted("bedrock", "error_429_x3", Err("error_429.json", 429, code="ThrottlingException"), "rate-limit"),

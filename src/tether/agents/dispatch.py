@@ -356,7 +356,7 @@ class Dispatcher:
                 return TurnResult("error", error=budget_error(exc, stage))
             self.host.emit(ModelStart(call=call, model=model.ref, provider=model.adapter.id, max_tokens=clamp,
                                       stage=stage))
-            streamed = await self._consume(model, request, cut)
+            streamed = await self._consume(model, request, cut, est_input, clamp)
         finally:
             cut.close()
             for off in unsubscribe:
@@ -379,7 +379,9 @@ class Dispatcher:
         result.output_limit, result.budget_clamped = clamp, clamp < self._natural_limit(model)
         return result
 
-    async def _consume(self, model: ResolvedModel, request: ChatRequest, guard: _CeilingCut) -> _Streamed:
+    async def _consume(
+        self, model: ResolvedModel, request: ChatRequest, guard: _CeilingCut, est_input: int, limit: int,
+    ) -> _Streamed:
         out = _Streamed()
         cut = guard.signal
         meter = self.hooks.open_call_meter(model.ref)
@@ -417,7 +419,7 @@ class Dispatcher:
             else:
                 msg = "stream ended without a terminal event"
                 out.terminal = StreamError(kind="transport", message=msg, retryable=True)
-        total = out.usage = self._call_usage(out)
+        total = out.usage = _call_usage(out, est_input, limit)
         self._feed(model, meter, total.minus(out.fed))
         self._account(model, total)
         return out
@@ -451,16 +453,6 @@ class Dispatcher:
             meter(delta)
         else:
             self.hooks.on_usage(delta, model.ref)
-
-    @staticmethod
-    def _call_usage(out: _Streamed) -> Usage:
-        """The call's usage: the terminal's total, else the metered sum; approximate if cut."""
-        reported: Usage | None = out.terminal.usage if out.terminal is not None else None
-        usage = reported if reported is not None else out.fed
-        cancelled = isinstance(out.terminal, Finish) and out.terminal.reason == "cancelled"
-        if out.cut or cancelled:
-            usage = usage.model_copy(update={"approximate": True})
-        return usage
 
     def _account(self, model: ResolvedModel, usage: Usage) -> None:
         state = self.state
@@ -520,6 +512,26 @@ class Dispatcher:
 
 
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+def _call_usage(out: _Streamed, est_input: int, limit: int) -> Usage:
+    """The call's usage: the terminal's total, else the metered sum; approximate if cut.
+
+    A call that streamed output and then failed or was cut before the provider reported any usage is charged
+    an estimate (the request's input estimate plus the streamed characters / 4, at most the output limit),
+    marked approximate: the provider bills what it generated, so charging 0 would let spend pass the ceiling.
+    """
+    reported: Usage | None = out.terminal.usage if out.terminal is not None else None
+    usage = reported if reported is not None else out.fed
+    cancelled = isinstance(out.terminal, Finish) and out.terminal.reason == "cancelled"
+    failed = out.cut or isinstance(out.terminal, StreamError)
+    if failed and reported is None and usage.is_empty():
+        chars = sum(map(len, out.text)) + sum(len(call.name) + len(str(call.args)) for call in out.calls)
+        if chars:
+            usage = Usage(input_tokens=est_input, output_tokens=min(limit, -(-chars // 4)), approximate=True)
+    if out.cut or cancelled:
+        usage = usage.model_copy(update={"approximate": True})
+    return usage
 
 
 def _refuse_negative(model: ResolvedModel, usage: Usage | None) -> StreamError | None:
