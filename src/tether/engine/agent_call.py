@@ -143,6 +143,7 @@ class AgentCall:
             permissions=services.permissions,
             exposure_wait=options.get("exposure_wait", False),
             opening=Message.text("user", prompt),
+            context=options.get("context"),
         )
         depth = frame.depth + 1
         if found.running is None:

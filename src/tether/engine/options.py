@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast, get_args
 
+from tether.agents.context import Context
 from tether.agents.tool_budget import ToolBudget
 from tether.budget.tenant import Budget, check_budgets
 from tether.contracts.entries import JournalEntry
@@ -120,6 +121,9 @@ class AgentOptions(TypedDict, total=False):
     loop: AgentLoop | None
     """A foreign loop (`tether.AgentLoop`) that drives this invocation instead of tether's own, through the
     `LoopSession` it is handed (docs/internals.md, "Extension seams"); `max_turns` binds it only when given."""
+    context: Context | None
+    """A `tether.Context`: keep each request under an input-token limit by compacting older turns (dropped or
+    summarized), and cut long tool results (docs/agents.md, *Context*). Not part of the identity."""
 
 
 AGENT_OPTION_NAMES = frozenset(AgentOptions.__annotations__)
