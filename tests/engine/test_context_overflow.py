@@ -1,0 +1,124 @@
+"""`tether.Context` against a provider's context-overflow refusal, and long tool results cut for the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tether
+from tether.contracts.messages import ChatRequest
+from tether.contracts.results import AgentResult
+from tether.models.fake import FakeModel
+from tether.testing import Reply, ToolCall
+
+OVERFLOW = Reply(error="context-overflow", message="prompt is too long: 210000 tokens > 200000 maximum")
+
+
+@tether.tool
+def fetch(n: int) -> str:
+    """Fetch page n."""
+    return f"page {n}: " + "lorem ipsum " * 40
+
+
+def tool_turns(k: int) -> list[Reply]:
+    return [Reply(tool_calls=[ToolCall("fetch", {"n": i})], output_tokens=5) for i in range(1, k + 1)]
+
+
+async def run_agent(engine: tether.Engine, policy: tether.Context | None, run_id: str) -> AgentResult[Any]:
+    @tether.workflow(name="reader")
+    async def reader(ctx: tether.Ctx) -> AgentResult[Any]:
+        return await ctx.agent("read pages 1-4, then answer", tools=[fetch], context=policy, full=True)
+
+    out = await engine.run(reader, run_id=run_id)
+    assert out.status == "ok", out.error
+    result = out.value
+    assert isinstance(result, AgentResult)
+    return result
+
+
+async def decisions(engine: tether.Engine, run_id: str, name: str) -> list[dict[str, Any]]:
+    entries = await (await engine.store()).load(run_id)
+    return [e.value["payload"] for e in entries if e.kind == "decision" and isinstance(e.value, dict)
+            and e.value.get("decision") == name]
+
+
+async def test_one_overflow_compacts_once_and_the_turn_is_asked_again(
+    tether_engine: tether.Engine, fake_model: FakeModel
+) -> None:
+    fake_model.push(*tool_turns(4), OVERFLOW, Reply(text="the answer", output_tokens=5))
+    result = await run_agent(tether_engine, tether.Context(keep_last=1), "once")
+    assert (result.status, result.output, result.error) == ("ok", "the answer", None)
+    refused, asked_again = fake_model.requests[-2:]
+    assert len(asked_again.messages) < len(refused.messages)  # compacted between the two
+    assert "were dropped to fit the context window" in asked_again.messages[1].text_content
+    assert asked_again.messages[-1] == refused.messages[-1]  # the last exchange is kept whole
+    (compaction,) = await decisions(tether_engine, "once", "context-compaction")
+    assert (compaction["why"], compaction["strategy"], compaction["n"]) == ("overflow", "drop-oldest", 1)
+
+
+async def test_a_second_overflow_ends_the_agent_with_the_typed_context_overflow_error(
+    tether_engine: tether.Engine, fake_model: FakeModel
+) -> None:
+    fake_model.push(*tool_turns(4), OVERFLOW, OVERFLOW, Reply(text="never asked"))
+    result = await run_agent(tether_engine, tether.Context(keep_last=1), "twice")
+    assert result.status == "error" and result.error is not None
+    assert result.error.kind == "context-overflow"
+    assert fake_model.remaining == 1  # asked once more after the compaction, never a third time
+    assert len(await decisions(tether_engine, "twice", "context-compaction")) == 1
+
+
+async def test_without_a_context_policy_an_overflow_is_terminal_at_once(
+    tether_engine: tether.Engine, fake_model: FakeModel
+) -> None:
+    fake_model.push(*tool_turns(4), OVERFLOW, Reply(text="never asked"))
+    result = await run_agent(tether_engine, None, "bare")
+    assert result.status == "error" and result.error is not None and result.error.kind == "context-overflow"
+    assert fake_model.remaining == 1
+    assert await decisions(tether_engine, "bare", "context-compaction") == []
+
+
+async def test_a_summarize_overflow_compaction_is_a_journaled_model_call(
+    tether_engine: tether.Engine, fake_model: FakeModel
+) -> None:
+    fake_model.push(*tool_turns(4), OVERFLOW, Reply(text="pages 1-3 say lorem", output_tokens=7),
+                    Reply(text="the answer", output_tokens=5))
+    result = await run_agent(tether_engine, tether.Context(keep_last=1, strategy="summarize"), "summed")
+    assert (result.status, result.output) == ("ok", "the answer")
+    summarize, asked_again = fake_model.requests[-2:]
+    assert summarize.tools == () and "compress an agent's conversation" in summarize.messages[0].text_content
+    assert "pages 1-3 say lorem" in asked_again.messages[1].text_content
+    (compaction,) = await decisions(tether_engine, "summed", "context-compaction")
+    assert (compaction["summary"], compaction["calls"]) == ("pages 1-3 say lorem", 1)
+    report = await tether_engine.cost("summed")
+    assert report.compaction_calls == 1 and report.compaction_usd > 0
+    assert report.provider_calls == 7
+
+
+async def test_a_long_tool_result_reaches_the_model_cut_and_the_journal_whole(
+    tether_engine: tether.Engine, fake_model: FakeModel
+) -> None:
+    whole = "".join(f"line {i:05d}\n" for i in range(1_000))  # 11,000 characters
+
+    @tether.tool
+    def dump() -> str:
+        """Dump the log."""
+        return whole
+
+    fake_model.push(Reply(tool_calls=[ToolCall("dump", {})]), Reply(text="read it"))
+
+    @tether.workflow(name="dumper")
+    async def dumper(ctx: tether.Ctx) -> str:
+        policy = tether.Context(max_tool_result_tokens=200)
+        return str(await ctx.agent("dump the log", tools=[dump], context=policy))
+
+    out = await tether_engine.run(dumper, run_id="dump")
+    assert (out.status, out.value) == ("ok", "read it")
+    shown = tool_result(fake_model.requests[1])
+    assert len(shown) < 1_000 and shown.startswith("line 00000") and shown.rstrip().endswith("line 00999")
+    assert f"10200 of {len(whole)} characters" in shown  # the marker says how much was cut
+    (kept,) = await decisions(tether_engine, "dump", "tool-result-cut")
+    assert (kept["content"], kept["chars"], kept["tool"]) == (whole, len(whole), "dump")
+
+
+def tool_result(request: ChatRequest) -> str:
+    (message,) = [m for m in request.messages if m.role == "tool"]
+    return str(message.parts[0].content)  # type: ignore[union-attr]
