@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import tether
 from tether.contracts.messages import ChatRequest
+from tether.contracts.money import usd
 from tether.contracts.results import AgentResult
 from tether.models.fake import FakeModel
 from tether.testing import Reply, ToolCall
 
+TETHER = Path(sys.executable).with_name("tether")
 OVERFLOW = Reply(error="context-overflow", message="prompt is too long: 210000 tokens > 200000 maximum")
 
 
@@ -76,8 +83,8 @@ async def test_without_a_context_policy_an_overflow_is_terminal_at_once(
     assert await decisions(tether_engine, "bare", "context-compaction") == []
 
 
-async def test_a_summarize_overflow_compaction_is_a_journaled_model_call(
-    tether_engine: tether.Engine, fake_model: FakeModel
+async def test_a_summarize_overflow_compaction_is_a_journaled_model_call_listed_by_tether_cost(
+    tether_engine: tether.Engine, fake_model: FakeModel, tmp_path: Path
 ) -> None:
     fake_model.push(*tool_turns(4), OVERFLOW, Reply(text="pages 1-3 say lorem", output_tokens=7),
                     Reply(text="the answer", output_tokens=5))
@@ -91,6 +98,11 @@ async def test_a_summarize_overflow_compaction_is_a_journaled_model_call(
     report = await tether_engine.cost("summed")
     assert report.compaction_calls == 1 and report.compaction_usd > 0
     assert report.provider_calls == 7
+    store = f"sqlite:///{tmp_path}/tether.db"
+    shell = json.loads(await asyncio.to_thread(cli, "cost", "summed", "--store", store, "--json"))
+    assert (shell["compaction_calls"], shell["compaction_usd"]) == (1, report.compaction_usd)
+    text = await asyncio.to_thread(cli, "cost", "summed", "--store", store)
+    assert f"compaction {usd(report.compaction_usd)} USD over 1 summarize call" in text
 
 
 async def test_a_long_tool_result_reaches_the_model_cut_and_the_journal_whole(
@@ -122,3 +134,9 @@ async def test_a_long_tool_result_reaches_the_model_cut_and_the_journal_whole(
 def tool_result(request: ChatRequest) -> str:
     (message,) = [m for m in request.messages if m.role == "tool"]
     return str(message.parts[0].content)  # type: ignore[union-attr]
+
+
+def cli(*args: str) -> str:
+    done = subprocess.run([str(TETHER), *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
