@@ -21,7 +21,7 @@ import tether
 from tether.agents.compaction import SUMMARY_SYSTEM
 from tether.agents.dispatch import estimate_input_tokens
 from tether.contracts.entries import JournalEntry, Lease
-from tether.contracts.messages import ChatRequest
+from tether.contracts.messages import ChatRequest, ToolResultPart
 from tether.journal.canonical import content_key
 from tether.stores import open_store
 from tether.testing import Reply, ToolCall
@@ -58,12 +58,27 @@ def last_lookup(request: ChatRequest) -> int:
     return 0
 
 
+def paired(request: ChatRequest) -> bool:
+    """Every tool result answers a call of the assistant message right before it, and every call is answered."""
+    messages = request.messages
+    for i, message in enumerate(messages):
+        if message.role == "tool":
+            asked = {p.id for p in messages[i - 1].tool_calls} if i and messages[i - 1].role == "assistant" else set()
+            if {p.call_id for p in message.parts if isinstance(p, ToolResultPart)} != asked:
+                return False
+        elif message.role == "assistant" and message.tool_calls and (
+                i + 1 >= len(messages) or messages[i + 1].role != "tool"):
+            return False
+    return True
+
+
 def build(log: str) -> tuple[tether.Workflow, Any]:
     def script(request: ChatRequest) -> Reply:
         summary = any(m.role == "system" and SUMMARY_SYSTEM in m.text_content for m in request.messages)
         with open(log, "a") as f:
             f.write(json.dumps({"kind": "summary" if summary else "turn", "est": estimate_input_tokens(request),
-                                "key": content_key(request.model_dump(mode="json"))}) + "\n")
+                                "key": content_key(request.model_dump(mode="json")), "paired": paired(request),
+                                "first": request.messages[0].text_content[:40]}) + "\n")
         if summary:
             return Reply(text=f"Looked up facts 1..{last_seen(request)} so far.", output_tokens=20)
         n = last_lookup(request)

@@ -67,6 +67,8 @@ def test_every_request_of_a_300_turn_conversation_fits_the_limit_and_compactions
     summaries = [r for r in sent if r["kind"] == "summary"]
     assert len(turns) == 300  # 299 lookups and the answer: nothing dropped a turn
     assert max(r["est"] for r in sent) <= LIMIT  # every request, summarize calls included
+    assert all(r["paired"] for r in sent)  # no tool call parted from its result
+    assert {r["first"] for r in turns} == {"Look up facts 1 to 299, one call each, t"}  # the first message stays
     decided = compactions(store_url, "long")
     assert len(decided) >= 10 and [d["n"] for d in decided] == list(range(1, len(decided) + 1))
     assert {d["strategy"] for d in decided} == {strategy}

@@ -140,3 +140,25 @@ def cli(*args: str) -> str:
     done = subprocess.run([str(TETHER), *args], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+async def test_without_a_limit_the_model_window_less_the_output_limit_bounds_every_request(tmp_path: Path) -> None:
+    from tether.agents.dispatch import estimate_input_tokens
+
+    model = FakeModel("fake", [*tool_turns(30), Reply(text="read all")], context_window=3_000, max_output_tokens=500,
+                      price=tether.Price(input=1.0, output=2.0))
+    engine = tether.Engine(models=[model], routing={"loop": "fake:m"}, store=f"sqlite:///{tmp_path}/t.db")
+
+    @tether.workflow(name="windowed")
+    async def windowed(ctx: tether.Ctx) -> str:
+        return str(await ctx.agent("read pages 1-30", tools=[fetch], max_turns=40, context=tether.Context(keep_last=2)))
+
+    try:
+        out = await engine.run(windowed, run_id="w")
+        assert (out.status, out.value) == ("ok", "read all")
+        sizes = [estimate_input_tokens(r) for r in model.requests]
+        assert len(sizes) == 31 and max(sizes) <= 3_000 - 500
+        assert sum(len(r.messages) > 1 and r.messages[1].text_content.startswith("[") for r in model.requests) > 5
+        assert len(await decisions(engine, "w", "context-compaction")) >= 2
+    finally:
+        await engine.close()

@@ -190,9 +190,16 @@ class ToolRunner:
 
 
     async def _cut(self, call: ToolCallPart, text: str, chars: int) -> str:
-        """A result past the cap: journaled whole (a `tool-result-cut` decision), shown to the model cut."""
-        await self.host.decide(TOOL_RESULT_CUT, {"call_id": call.id, "tool": call.name, "chars": len(text),
-                                                 "shown_chars": chars, "content": text})
+        """A result past the cap: journaled whole (a `tool-result-cut` decision), shown to the model cut.
+
+        On resume the decisions of results the checkpoint holds are passed over; a call that ran before the crash
+        and runs again finds its own and journals none."""
+        while (got := await self.host.recorded(TOOL_RESULT_CUT)) is not None:
+            if got.get("call_id") == call.id:
+                break
+        else:
+            await self.host.decide(TOOL_RESULT_CUT, {"call_id": call.id, "tool": call.name, "chars": len(text),
+                                                     "shown_chars": chars, "content": text})
         return cut_text(text, chars, f"this {call.name} result")
 
 
