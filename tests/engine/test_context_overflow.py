@@ -162,3 +162,39 @@ async def test_without_a_limit_the_model_window_less_the_output_limit_bounds_eve
         assert len(await decisions(engine, "w", "context-compaction")) >= 2
     finally:
         await engine.close()
+
+
+async def test_a_summarize_call_the_ceiling_cannot_cover_is_refused_before_the_wire(tmp_path: Path) -> None:
+    def engine_for(model: FakeModel, name: str) -> tether.Engine:
+        return tether.Engine(models=[model], routing={"loop": "fake:m"}, store=f"sqlite:///{tmp_path}/{name}.db")
+
+    @tether.workflow(name="summing")
+    async def summing(ctx: tether.Ctx) -> AgentResult[Any]:
+        policy = tether.Context(max_input_tokens=1_000, keep_last=1, strategy="summarize")
+        return await ctx.agent("read pages", tools=[fetch], max_turns=20, context=policy, full=True)
+
+    price = tether.Price(input=100.0, output=100.0)
+    script = [*tool_turns(12), Reply(text="all read")]
+    free = FakeModel("fake", [*script[:8], Reply(text="summary"), *script[8:]], price=price)
+    engine = engine_for(free, "free")
+    try:
+        out = await engine.run(summing, run_id="free")
+        entries = await (await engine.store()).load("free")
+    finally:
+        await engine.close()
+    first = next(i for i, r in enumerate(free.requests) if r.tools == ())  # the first summarize request
+    spent_before = sum(float(sum((e.costs or {}).values())) for e in entries if e.kind == "tree" and e.through
+                       and e.through <= first)
+    assert out.status == "ok" and first > 0 and spent_before > 0
+
+    capped = FakeModel("fake", script, price=price)
+    engine = engine_for(capped, "capped")
+    try:
+        out = await engine.run(summing, run_id="capped", budget_usd=round(spent_before + 0.02, 6))
+    finally:
+        await engine.close()
+    # the turns before the summary fit (with room for their output), the summarize call's input does not
+    assert out.status == "exhausted" and isinstance(out.error, tether.BudgetExhaustedError), out.error
+    error = out.error.data["error"]
+    assert (error.kind, error.stage, error.reason) == ("budget", "compaction", tether.StopReason.OUTPUT_FLOOR), error
+    assert len(capped.requests) == first and all(r.tools for r in capped.requests)  # no summarize request left
