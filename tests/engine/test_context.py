@@ -83,25 +83,29 @@ def test_every_request_of_a_300_turn_conversation_fits_the_limit_and_compactions
         assert (cost["compaction_calls"], cost["compaction_usd"], cost["provider_calls"]) == (0, 0.0, 300)
 
 
+@pytest.mark.parametrize("strategy", ["summarize", "drop-oldest"])
 def test_a_kill_right_after_a_compaction_resumes_without_paying_any_summary_again(
-    store_url: str, tmp_path: Path
+    store_url: str, strategy: str, tmp_path: Path
 ) -> None:
     clean_log, log = tmp_path / "clean.log", tmp_path / "crash.log"
-    clean = finished(child(store_url, "clean", "normal", "summarize", clean_log))
+    clean = finished(child(store_url, "clean", "normal", strategy, clean_log))
 
-    killed = child(store_url, "crashy", "kill", "summarize", log)
+    killed = child(store_url, "crashy", "kill", strategy, log)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     before = requests(log)
-    assert sum(r["kind"] == "summary" for r in before) == 2  # killed right after the second compaction's decision
+    # killed right after the second compaction's decision
+    assert sum(r["kind"] == "summary" for r in before) == (2 if strategy == "summarize" else 0)
     assert len(compactions(store_url, "crashy")) == 2
 
-    resumed = finished(child(store_url, "crashy", "resume", "summarize", log))
+    resumed = finished(child(store_url, "crashy", "resume", strategy, log))
     sent = requests(log)
     summaries = [r["key"] for r in sent if r["kind"] == "summary"]
     assert len(summaries) == len(set(summaries))  # no summarize request was sent twice, across the kill
     decided = compactions(store_url, "crashy")
-    assert len(summaries) == len(decided) == resumed["cost"]["compaction_calls"]
+    paid = len(decided) if strategy == "summarize" else 0
+    assert len(summaries) == paid == resumed["cost"]["compaction_calls"]
     assert [d["n"] for d in decided] == list(range(1, len(decided) + 1))  # the replayed one was not decided again
+    assert [d["cut"] for d in decided] == [d["cut"] for d in compactions(store_url, "clean")]  # the same messages
     repeated = [k for k, n in collections.Counter(r["key"] for r in sent).items() if n > 1]
     assert repeated == []  # nor any turn: the kill came after the checkpoint of the turn before
     assert max(r["est"] for r in sent) <= LIMIT

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import tether
 from tether.contracts.messages import ChatRequest
 from tether.contracts.money import usd
@@ -198,3 +200,22 @@ async def test_a_summarize_call_the_ceiling_cannot_cover_is_refused_before_the_w
     error = out.error.data["error"]
     assert (error.kind, error.stage, error.reason) == ("budget", "compaction", tether.StopReason.OUTPUT_FLOOR), error
     assert len(capped.requests) == first and all(r.tools for r in capped.requests)  # no summarize request left
+
+
+async def test_a_context_that_is_not_a_tether_context_is_a_config_error(tether_engine: tether.Engine) -> None:
+    @tether.workflow(name="typo")
+    async def typo(ctx: tether.Ctx) -> str:
+        return str(await ctx.agent("hi", context={"max_input_tokens": 8_000}))  # type: ignore[typeddict-item]
+
+    out = await tether_engine.run(typo, run_id="typo")
+    assert out.status == "error" and isinstance(out.error, tether.ConfigError)
+    assert "context= must be a tether.Context" in str(out.error)
+
+
+def test_a_context_policy_is_checked_when_it_is_made() -> None:
+    with pytest.raises(tether.ConfigError, match="keep_last"):
+        tether.Context(keep_last=0)
+    with pytest.raises(tether.ConfigError, match="strategy"):
+        tether.Context(strategy="forget")  # type: ignore[arg-type]
+    with pytest.raises(tether.ConfigError, match="max_input_tokens"):
+        tether.Context(max_input_tokens=10)

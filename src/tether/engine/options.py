@@ -140,6 +140,12 @@ def check_agent_options(options: Mapping[str, Any], what: str) -> None:
             )
 
 
+def check_context(context: object) -> None:
+    """`context=` is a `tether.Context` or None (a dict or a number is a mistake mypy would have caught)."""
+    if context is not None and not isinstance(context, Context):
+        raise ConfigError(f"context= must be a tether.Context or None, not {type(context).__name__}")
+
+
 class StartOptions(RunOptions, total=False):
     """What `engine.start`, `run` and `run_sync` take: the run options, the run's id and an event log."""
 
