@@ -15,6 +15,7 @@ from tether import _lazy
 
 if TYPE_CHECKING:
     from tether import events, loops, mcp, models, testing
+    from tether.agents.context import Context
     from tether.agents.tool_budget import (
         FinalizationReserve,
         FinalizationWindow,
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from tether.tools.permissions import Permissions
 
 _EXPORTS: dict[str, str] = {
+    "Context": "tether.agents.context",
     "FinalizationReserve": "tether.agents.tool_budget",
     "FinalizationWindow": "tether.agents.tool_budget",
     "ToolBudget": "tether.agents.tool_budget",
@@ -176,6 +178,7 @@ __all__ = [
     "BudgetHooks",
     "ConfigError",
     "Containment",
+    "Context",
     "CostReport",
     "Ctx",
     "DeleteReport",

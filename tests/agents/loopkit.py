@@ -41,6 +41,7 @@ class HostDouble:
         self.sleeps: list[float] = []
         self.decisions: dict[str, dict[str, Any]] = {}
         self.dispatches: list[tuple[str, int, int]] = []
+        self.purposes: list[tuple[int, str]] = []
         self.ended: list[tuple[int, bool]] = []
         self._on_emit = on_emit
 
@@ -55,8 +56,14 @@ class HostDouble:
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         return self.decisions.setdefault(name, payload)
 
-    async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
+    async def record_dispatch(self, served_by: str, est_input: int, max_output: int, *,
+                              purpose: str | None = None) -> None:
         self.dispatches.append((served_by, est_input, max_output))
+        if purpose is not None:
+            self.purposes.append((len(self.dispatches), purpose))
+
+    async def recorded(self, name: str) -> dict[str, Any] | None:
+        return None
 
     async def end_attempt(self, turn: int, *, reached: bool) -> None:
         self.ended.append((turn, reached))
@@ -106,6 +113,13 @@ class JournalHost(HostDouble):
         self.consumed.add(len(self.journal) - 1)
         self.appended.append(name)
         return payload
+
+    async def recorded(self, name: str) -> dict[str, Any] | None:
+        for i, (n, p) in enumerate(self.journal):
+            if n == name and i not in self.consumed:
+                self.consumed.add(i)
+                return dict(p)
+        return None
 
     async def execute_tool(self, tool: Any, args: dict[str, Any], *, call_id: str, ordinal: int) -> Any:
         self.order.append(f"run:{tool.name}")

@@ -283,10 +283,10 @@ async def test_401_is_terminal_names_the_env_var_and_leaks_no_key(kit: Any) -> N
     assert SECRET not in json.dumps([e.model_dump(mode="json") for e in events])  # ... not echoed
 
 
-async def test_context_window_error_is_terminal_with_a_clear_message(kit: Any) -> None:
+async def test_context_window_error_is_a_typed_context_overflow_with_a_clear_message(kit: Any) -> None:
     wire = kit.wire(kit.error("anthropic", "error_400_context.json", 400))
     end = terminal(await run(adapter(wire), ask()))
-    assert (end.kind, end.retryable, end.status) == ("terminal", False, 400)
+    assert (end.kind, end.retryable, end.status) == ("context-overflow", False, 400)
     assert "context window exceeded" in end.message and "215841" in end.message
 
 

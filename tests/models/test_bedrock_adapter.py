@@ -409,10 +409,10 @@ async def test_an_invalid_model_is_a_terminal_400() -> None:
     assert "model identifier is invalid" in end.message
 
 
-async def test_context_window_400_is_terminal_with_a_clear_message() -> None:
+async def test_context_window_400_is_a_typed_context_overflow_with_a_clear_message() -> None:
     async with Bedrock(error("error_400_context.json", 400, "ValidationException")) as server:
         end = terminal(await stream(server, ask()))
-    assert (end.kind, end.retryable, end.status) == ("terminal", False, 400)
+    assert (end.kind, end.retryable, end.status) == ("context-overflow", False, 400)
     assert "context window exceeded" in end.message
 
 

@@ -287,6 +287,11 @@ def terminal(provider: Provider, name: str, served: Served, calls: tuple[Usage, 
     return Case(provider, name, (served,), "error", finish, calls, error="terminal", **kw)
 
 
+def overflow(provider: Provider, name: str, served: Served) -> Case:
+    """A context-window refusal: one request, never retried, typed `context-overflow` (no `Context`: not compacted)."""
+    return Case(provider, name, (served,), "error", None, (), error="context-overflow")
+
+
 def retried(provider: Provider, name: str, first: Served, answer: Served, answer_usage: Usage, output: Any,
             billed_first: tuple[Usage, ...] = (), wait: float = 0.0) -> Case:
     """A retryable failure, then the answer: two requests, and only what billed is charged."""
@@ -325,7 +330,7 @@ ANTHROPIC = [
     retried("anthropic", "error_529", Err("error_529.json", 529), A_TEXT, A_TEXT_U, "Hello, world"),
     terminal("anthropic", "error_429_billing", Err("error_429_billing.json", 429, (("retry-after", "5"),))),
     terminal("anthropic", "error_401", Err("error_401.json", 401)),
-    terminal("anthropic", "error_400_context", Err("error_400_context.json", 400)),
+    overflow("anthropic", "error_400_context", Err("error_400_context.json", 400)),
 ]
 
 OPENAI = [
@@ -352,7 +357,7 @@ OPENAI = [
               wait=2.02),
     terminal("openai", "error_429_quota", Err("error_429_quota.json", 429)),
     terminal("openai", "error_401", Err("error_401.json", 401)),
-    terminal("openai", "error_400_context", Err("error_400_context.json", 400)),
+    overflow("openai", "error_400_context", Err("error_400_context.json", 400)),
 ]
 
 COMPAT = [
@@ -406,7 +411,7 @@ GOOGLE = [
     retried("google", "error_503", Err("error_503.json", 503), G_TEXT, G_TEXT_U, G_TEXT_OUT),
     terminal("google", "error_429_daily", Err("error_429_daily.json", 429)),
     terminal("google", "error_400_api_key", Err("error_400_api_key.json", 400)),
-    terminal("google", "error_400_context", Err("error_400_context.json", 400)),
+    overflow("google", "error_400_context", Err("error_400_context.json", 400)),
     terminal("google", "error_403", Err("error_403.json", 403)),
 ]
 
@@ -442,7 +447,7 @@ BEDROCK = [
             B_TEXT_OUT),
     retried("bedrock", "error_503", Err("error_503.json", 503, code="ServiceUnavailableException"), B_TEXT,
             B_TEXT_U, B_TEXT_OUT),
-    terminal("bedrock", "error_400_context", Err("error_400_context.json", 400, code="ValidationException")),
+    overflow("bedrock", "error_400_context", Err("error_400_context.json", 400, code="ValidationException")),
     terminal("bedrock", "error_400_model", Err("error_400_model.json", 400, code="ValidationException")),
     terminal("bedrock", "error_403", Err("error_403.json", 403, code="UnrecognizedClientException")),
     terminal("bedrock", "error_403_access", Err("error_403_access.json", 403, code="AccessDeniedException")),
@@ -565,7 +570,7 @@ async def test_each_fixture_through_the_engine(case: Case, tmp_path: Path) -> No
     # what the run ended with
     assert (result["status"], result["finish_reason"], result["error"]) == (case.status, case.finish, case.error)
     if case.error is not None:
-        assert result["retryable"] == (case.error != "terminal")
+        assert result["retryable"] == (case.error not in ("terminal", "context-overflow"))
     if isinstance(case.output, Prefix):
         assert result["output"].startswith(case.output.text), result["output"]
     else:

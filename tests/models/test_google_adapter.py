@@ -353,10 +353,10 @@ async def test_403_is_terminal(kit: Any) -> None:
     assert "GEMINI_API_KEY" in end.message
 
 
-async def test_context_window_400_is_terminal_with_a_clear_message(kit: Any) -> None:
+async def test_context_window_400_is_a_typed_context_overflow_with_a_clear_message(kit: Any) -> None:
     wire = kit.wire(kit.error("google", "error_400_context.json", 400))
     end = terminal(await run(gemini(wire), ask()))
-    assert (end.kind, end.retryable, end.status) == ("terminal", False, 400)
+    assert (end.kind, end.retryable, end.status) == ("context-overflow", False, 400)
     assert "context window exceeded" in end.message and "1196265" in end.message
 
 

@@ -218,11 +218,19 @@ async def test_401_is_terminal_and_masks_the_key_the_provider_echoed(kit: Any) -
     assert SECRET not in dumped and "sk-test-" not in dumped
 
 
-async def test_context_window_error_is_terminal_with_a_clear_message(kit: Any) -> None:
+async def test_context_window_error_is_a_typed_context_overflow_with_a_clear_message(kit: Any) -> None:
     wire = kit.wire(kit.error("openai", "error_400_context.json", 400))
     end = terminal(await run(adapter(wire), ask()))
-    assert (end.kind, end.retryable, end.status) == ("terminal", False, 400)
+    assert (end.kind, end.retryable, end.status) == ("context-overflow", False, 400)
     assert "context window exceeded" in end.message
+
+
+async def test_a_context_overflow_is_read_from_the_structured_code_whatever_the_wording(kit: Any) -> None:
+    body = {"error": {"message": "Request rejected.", "type": "invalid_request_error", "param": "input",
+                      "code": "context_length_exceeded"}}
+    wire = kit.wire(httpx2.Response(400, headers={"content-type": "application/json"}, content=json.dumps(body)))
+    end = terminal(await run(adapter(wire), ask()))
+    assert (end.kind, end.retryable, end.status) == ("context-overflow", False, 400)
 
 
 async def test_server_error_status_is_retryable_transport(kit: Any) -> None:

@@ -206,7 +206,7 @@ def fired_cause(budget: Signal) -> StopReason:
 class Dispatcher:
     """Runs model turns for one invocation; accounts usage and provider calls into the state."""
 
-    __slots__ = ("_sizes", "hooks", "host", "signal", "spec", "state")
+    __slots__ = ("_sizes", "hooks", "host", "purpose", "signal", "spec", "state")
 
     def __init__(
         self,
@@ -215,9 +215,12 @@ class Dispatcher:
         hooks: BudgetHooks,
         state: LoopState,
         signal: Signal | None,
+        purpose: str | None = None,
     ) -> None:
         self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
         self._sizes = spec.measured  # canonical sizes of the messages already measured
+        self.purpose = purpose
+        """What the calls are for besides a turn (`"compaction"`), journaled on their dispatch facts."""
 
     async def turn(self, stage: Stage) -> TurnResult:
         """One turn: retry retryable errors, then fail over to the next model; first settle wins."""
@@ -350,7 +353,10 @@ class Dispatcher:
         call = self.state.provider_calls
         try:
             try:
-                await self.host.record_dispatch(model.ref, est_input, clamp)  # durable before the request leaves
+                if self.purpose is None:  # durable before the request leaves
+                    await self.host.record_dispatch(model.ref, est_input, clamp)
+                else:
+                    await self.host.record_dispatch(model.ref, est_input, clamp, purpose=self.purpose)
             except BudgetExhaustedError as exc:  # a budget across runs cannot cover it: nothing was sent
                 self.state.provider_calls -= 1
                 return TurnResult("error", error=budget_error(exc, stage))

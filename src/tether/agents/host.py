@@ -15,6 +15,7 @@ from tether.contracts.loops import OutputSpec as OutputSpec  # the structured-ou
 from tether.contracts.routes import ResolvedModel as ResolvedModel
 
 if TYPE_CHECKING:
+    from tether.agents.context import Context
     from tether.agents.state import LoopState
     from tether.contracts.messages import Message
     from tether.tools.definition import Tool
@@ -58,6 +59,8 @@ class AgentSpec:
     """The per-call permission chain; None = allow, or ask when a tool `needs_approval`."""
     opening: Message | None = None
     """The first message (the prompt, as the user's) when the engine built it already, to estimate the call."""
+    context: Context | None = None
+    """The `tether.Context` policy (None: the conversation is sent whole, and nothing is checked per turn)."""
     measured: dict[int, tuple[Any, int]] = field(default_factory=dict, compare=False, repr=False)
     """Canonical sizes of this invocation's messages measured so far, by identity: the engine's admission
     estimate measures the opening and the first turn's estimate reads it back."""
@@ -77,8 +80,15 @@ class LoopHost(Protocol):
     async def decide(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Journal a decision (awaited before its effect); on replay return the journaled payload."""
 
-    async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
-        """Make one provider attempt durable (with its worst case) before the request leaves."""
+    async def record_dispatch(
+        self, served_by: str, est_input: int, max_output: int, *, purpose: str | None = None
+    ) -> None:
+        """Make one provider attempt durable (with its worst case) before the request leaves. A compaction's
+        summarize call passes `purpose="compaction"` too (only then: hosts without a `Context` never see it)."""
+
+    async def recorded(self, name: str) -> dict[str, Any] | None:
+        """The next journaled decision `name` of this invocation not read yet (on replay), else None; nothing is
+        written (a compaction asks before it calls the model, and `decide`s after)."""
 
     async def end_attempt(self, turn: int, *, reached: bool) -> None:
         """A provider attempt of `turn` failed: settle it (what it drew, even nothing) so the worst case it held

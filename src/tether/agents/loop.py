@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from tether.agents.compaction import Compactor
 from tether.agents.dispatch import Dispatcher, TurnResult, budget_error, fired_cause
 from tether.agents.host import AgentSpec, LoopHost
 from tether.agents.state import CHECKPOINT_VERSION, LoopState, PendingBatch
@@ -114,7 +115,7 @@ def output_summary(output: Any, limit: int = 500) -> str | None:
 
 
 class _AgentLoop:
-    __slots__ = ("dispatcher", "gate", "hooks", "host", "signal", "spec", "state", "stop_reason", "tools")
+    __slots__ = ("compactor", "dispatcher", "gate", "hooks", "host", "signal", "spec", "state", "stop_reason", "tools")
 
     def __init__(
         self,
@@ -128,6 +129,7 @@ class _AgentLoop:
         self.dispatcher = Dispatcher(spec, host, hooks, state, signal)
         self.gate = ToolBudgetGate(spec.tool_budget, host, hooks, state)
         self.tools = ToolRunner(spec, host, state, self.gate)
+        self.compactor = Compactor(spec, spec.context, host, hooks, state, signal) if spec.context else None
         self.stop_reason: str | None = None
 
     async def run(self) -> AgentResult:
@@ -147,17 +149,40 @@ class _AgentLoop:
                 return refused
             if state.turns >= self.spec.max_turns:
                 return self._finish("limit", reason="max-turns")
+            if self.compactor is not None and (failed := await self.compactor.fit()) is not None:
+                return self._failed(failed)
             calls_before = state.provider_calls  # `_dispatch` inlined: one coroutine less per agent in flight
             turn = await self.dispatcher.turn(stage)
             if state.provider_calls > calls_before:
                 state.turns += 1
                 state.finish_reason = turn.finish_reason
             if turn.status != "ok" or turn.message is None:
-                return self._finish(turn.status, error=turn.error, reason=turn.status)
+                if self.compactor is not None and turn.error is not None and turn.error.kind == "context-overflow":
+                    turn = await self._after_overflow(self.compactor, turn, stage)
+                if turn.status != "ok" or turn.message is None:
+                    return self._failed(turn)
             state.reprompting = False
             done = await self._on_reply(turn, stage)
             if done is not None:
                 return done
+
+    def _failed(self, turn: TurnResult) -> AgentResult:
+        """A turn that brought no reply ends the invocation (a context overflow says so in its reason)."""
+        error = turn.error
+        if error is not None and error.kind == "context-overflow":
+            return self._finish("error", error=error, reason="context-overflow")
+        return self._finish(turn.status, error=error, reason=turn.status)
+
+    async def _after_overflow(self, compactor: Compactor, turn: TurnResult, stage: Stage) -> TurnResult:
+        """The provider refused the request as too long: compact once (toward half of it) and ask again; a second
+        refusal is returned as it is (the invocation ends `context-overflow`)."""
+        done = self.state.compactions
+        failed = await compactor.compact("overflow", compactor.estimate(self.state.messages) // 2)
+        if failed is not None:
+            return failed
+        if self.state.compactions == done:  # nothing left to compact: asking again would be refused again
+            return turn
+        return await self._dispatch(self.dispatcher, stage)
 
     async def _dispatch(self, dispatcher: Dispatcher, stage: Stage) -> TurnResult:
         """One model turn; every turn that reached the provider counts, and its finish reason is kept."""

@@ -77,6 +77,8 @@ class LoopState(Record):
     """Paused replies in a row that were continued (bounded by `MAX_PAUSE_CONTINUATIONS`)."""
     pending: PendingBatch | None = None
     tool_budget: ToolBudgetState = field(default_factory=ToolBudgetState)
+    compactions: int = 0
+    """Context compactions applied to `messages` (each a journaled `context-compaction` decision)."""
 
     @classmethod
     def start(cls, prompt: str, opening: Message | None = None) -> LoopState:

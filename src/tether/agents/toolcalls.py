@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from tether.agents.context import cut_text
 from tether.agents.host import AgentSpec, LoopHost
 from tether.agents.state import LoopState, PendingBatch
 from tether.agents.tool_budget import ToolBudgetGate
@@ -24,17 +25,21 @@ from tether.tools.definition import ModelRetry, Tool, ToolArgsError, ToolExecuti
 from tether.tools.permissions import Permissions
 
 _Ready = tuple[int, ToolCallPart, Tool, dict[str, Any]]
+TOOL_RESULT_CUT = "tool-result-cut"
+"""The decision that journals a tool result whole before the model sees it cut (`Context.max_tool_result_tokens`)."""
 
 
 class ToolRunner:
     """Completes `state.pending`: a resumed batch skips every call that already has a result."""
 
-    __slots__ = ("gate", "host", "permissions", "state", "tools")
+    __slots__ = ("cap", "gate", "host", "permissions", "state", "tools")
 
     def __init__(self, spec: AgentSpec, host: LoopHost, state: LoopState, gate: ToolBudgetGate) -> None:
         self.host, self.state, self.gate = host, state, gate
         self.tools = {t.name: t for t in spec.tools}
         self.permissions = spec.permissions or Permissions()
+        self.cap = spec.context.max_tool_result_tokens if spec.context is not None else None
+        """Tool results past this many tokens are journaled whole and shown cut (`Context.max_tool_result_tokens`)."""
 
     async def run_pending(self) -> None:
         """Run the pending batch to the end, append the tool message and clear the batch."""
@@ -162,7 +167,10 @@ class ToolRunner:
         outcome = "error"
         try:
             value = await self.host.execute_tool(tool, args, call_id=call.id, ordinal=ordinal)
-            result = ToolResultPart(call_id=call.id, name=call.name, content=render(value))
+            text = render(value)
+            if self.cap is not None and len(text) > self.cap * 4:
+                text = await self._cut(call, text, self.cap * 4)
+            result = ToolResultPart(call_id=call.id, name=call.name, content=text)
             outcome = "ok"
         except ModelRetry as exc:
             result = _error(call, str(exc))
@@ -179,6 +187,20 @@ class ToolRunner:
         self.host.emit(ToolEnd(tool=tool.name, call_id=call.id, ordinal=ordinal, is_error=result.is_error,
                                executed=True, outcome=outcome, result=result.content[:1_000]))
         return result
+
+
+    async def _cut(self, call: ToolCallPart, text: str, chars: int) -> str:
+        """A result past the cap: journaled whole (a `tool-result-cut` decision), shown to the model cut.
+
+        On resume the decisions of results the checkpoint holds are passed over; a call that ran before the crash
+        and runs again finds its own and journals none."""
+        while (got := await self.host.recorded(TOOL_RESULT_CUT)) is not None:
+            if got.get("call_id") == call.id:
+                break
+        else:
+            await self.host.decide(TOOL_RESULT_CUT, {"call_id": call.id, "tool": call.name, "chars": len(text),
+                                                     "shown_chars": chars, "content": text})
+        return cut_text(text, chars, f"this {call.name} result")
 
 
 def _json_args(args: dict[str, Any]) -> dict[str, Any]:

@@ -158,6 +158,9 @@ def cost(run_id: str, store: StoreOpt = None, json_out: JsonOpt = False) -> None
         con.print(f"  reused   {esc(reused)}")
     for line in lost_lines(report):
         con.print(f"  lost     {esc(line)}")
+    if report.compaction_calls:
+        calls = plural(report.compaction_calls, "summarize call")
+        con.print(f"  compaction {usd(report.compaction_usd)} USD over {calls} keeping contexts in limit (in spent)")
     for title, rows in (
         ("model", report.by_model),
         ("phase", report.by_phase),

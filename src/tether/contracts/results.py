@@ -12,7 +12,7 @@ from tether.contracts.stream import ErrorKind, FinishReason
 from tether.contracts.usage import Usage
 
 AgentStatus = Literal["ok", "error", "limit", "cancelled", "skipped"]
-Stage = Literal["loop", "summarize", "reserve-summary", "finalize", "extract"]
+Stage = Literal["loop", "summarize", "reserve-summary", "finalize", "extract", "compaction"]
 OutputT = TypeVar("OutputT", default=Any)
 """What `AgentResult.output` holds: the final text (`str`) or the `output=` model (bare `AgentResult` is `[Any]`)."""
 

@@ -20,7 +20,9 @@ know.
 """
 StreamEnd = Literal[FinishReason, "cancelled"]
 """A `Finish` reason: a normalized `FinishReason`, or `cancelled` when the signal cut the call."""
-ErrorKind = Literal["transport", "rate-limit", "schema-mismatch", "tool", "budget", "terminal"]
+ErrorKind = Literal["transport", "rate-limit", "schema-mismatch", "tool", "budget", "terminal", "context-overflow"]
+"""`context-overflow`: the provider refused the request as longer than the model's context window (an agent with
+a `tether.Context` compacts and asks again once)."""
 
 
 class TextDelta(BaseModel):

@@ -32,7 +32,7 @@ from tether.engine.checkpoint import checkpoint_key
 from tether.engine.foreign_agent import run_foreign
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.loop_host import EngineLoopHost
-from tether.engine.options import AgentOptions, check_agent_options, genesis_of
+from tether.engine.options import AgentOptions, check_agent_options, check_context, genesis_of
 from tether.engine.orchestrator import spawn_tool
 from tether.engine.outcome import DroppedBranch
 from tether.engine.profiles import NO_PROFILE
@@ -92,6 +92,7 @@ class AgentCall:
     ) -> Any:
         if options:
             check_agent_options(options, "ctx.agent()")
+            check_context(options.get("context"))
         tools = options.get("tools", ())
         model = options.get("model")
         agent_type = options.get("agent_type")
@@ -143,6 +144,7 @@ class AgentCall:
             permissions=services.permissions,
             exposure_wait=options.get("exposure_wait", False),
             opening=Message.text("user", prompt),
+            context=options.get("context"),
         )
         depth = frame.depth + 1
         if found.running is None:

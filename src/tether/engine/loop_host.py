@@ -106,7 +106,9 @@ class EngineLoopHost:
             started_at=self.seg.services.clock(), value={"decision": REDISPATCH, "through": through},
         ))
 
-    async def record_dispatch(self, served_by: str, est_input: int, max_output: int) -> None:
+    async def record_dispatch(
+        self, served_by: str, est_input: int, max_output: int, *, purpose: str | None = None
+    ) -> None:
         """Make a provider call durable before it leaves, priced at its worst case.
 
         If the process dies before the call settles, the provider may still bill it; a resume charges
@@ -120,12 +122,14 @@ class EngineLoopHost:
         if self.seg.dry_run:
             return
         worst = self.hooks.worst_case_usd(served_by, est_input, max_output)
+        value = {"decision": "dispatch", "call": self.dispatched, "model": served_by,
+                 "worst_usd": None if worst is None else round(worst, 10), "est_input": est_input,
+                 "input_overhead": self.hooks.calibration.overhead(served_by), "max_output": max_output}
+        if purpose is not None:
+            value["purpose"] = purpose
         await self.seg.journal.append(JournalEntry(
             kind="decision", scope=self.frame.scope, label="dispatch", agent_id=self.running.agent_id,
-            started_at=self.seg.services.clock(),
-            value={"decision": "dispatch", "call": self.dispatched, "model": served_by,
-                   "worst_usd": None if worst is None else round(worst, 10), "est_input": est_input,
-                   "input_overhead": self.hooks.calibration.overhead(served_by), "max_output": max_output},
+            started_at=self.seg.services.clock(), value=value,
         ))
 
     async def end_attempt(self, turn: int, *, reached: bool) -> None:
@@ -181,6 +185,15 @@ class EngineLoopHost:
             )
         )
         return payload
+
+    async def recorded(self, name: str) -> dict[str, Any] | None:
+        """The next journaled decision `name` of this invocation (consumed, as `decide` would), else None."""
+        if not self.seg.index.replaying():
+            return None
+        found = self.seg.replay.lookup(self.frame.scope, decision_key(name))
+        if found.action == "replay" and found.match is not None:
+            return dict((found.match.entry.value or {}).get("payload") or {})
+        return None
 
     async def approve(self, tool: str, args: dict[str, Any]) -> bool:
         scope = self.frame.scope

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast, get_args
 
+from tether.agents.context import Context
 from tether.agents.tool_budget import ToolBudget
 from tether.budget.tenant import Budget, check_budgets
 from tether.contracts.entries import JournalEntry
@@ -120,6 +121,9 @@ class AgentOptions(TypedDict, total=False):
     loop: AgentLoop | None
     """A foreign loop (`tether.AgentLoop`) that drives this invocation instead of tether's own, through the
     `LoopSession` it is handed (docs/internals.md, "Extension seams"); `max_turns` binds it only when given."""
+    context: Context | None
+    """A `tether.Context`: keep each request under an input-token limit by compacting older turns (dropped or
+    summarized), and cut long tool results (docs/agents.md, *Context*). Not part of the identity."""
 
 
 AGENT_OPTION_NAMES = frozenset(AgentOptions.__annotations__)
@@ -134,6 +138,12 @@ def check_agent_options(options: Mapping[str, Any], what: str) -> None:
                 f"{what} got an unexpected keyword argument {name!r}; the options are output, on_error, full, "
                 f"{', '.join(sorted(AGENT_OPTION_NAMES))} (tether.AgentOptions)"
             )
+
+
+def check_context(context: object) -> None:
+    """`context=` is a `tether.Context` or None (a dict or a number is a mistake mypy would have caught)."""
+    if context is not None and not isinstance(context, Context):
+        raise ConfigError(f"context= must be a tether.Context or None, not {type(context).__name__}")
 
 
 class StartOptions(RunOptions, total=False):

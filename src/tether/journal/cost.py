@@ -33,6 +33,8 @@ UNTYPED = "(untyped)"
 ORPHANS_SETTLED = "orphans-settled"
 BUDGET_RAISED = "budget-raised"
 UNPRICED_ALLOWED = "unpriced-allowed"
+COMPACTION_PURPOSE = "compaction"
+"""The `purpose` a context compaction's summarize call journals on its `dispatch` fact (`tether.agents.compaction`)."""
 REDISPATCH = "redispatch"
 """The fact a redispatched invocation journals as it restarts from its checkpoint: `through`, the last dispatch
 the checkpoint holds. Turns drawn after it were paid and then lost with the process (the agent sends them again)."""
@@ -114,6 +116,10 @@ class CostReport(BaseModel):
     the `worst-case`/`settled` ones make up `orphaned_usd`, the `recorded` ones `lost_recorded_usd`."""
     lost_recorded_usd: float = 0.0
     """The part of `spent_usd` that is turns drawn and then lost to a kill (sent again by the redispatch)."""
+    compaction_usd: float = 0.0
+    """The part of `spent_usd` that context compactions' summarize calls cost (docs/agents.md, *Context*)."""
+    compaction_calls: int = 0
+    """The provider calls those compactions made (in `provider_calls`)."""
 
 
 @dataclass
@@ -153,6 +159,17 @@ class AgentSpend:
     """Every journaled turn draw: the dispatches it settles (first, last) and its USD per model."""
     resent: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
     """The draws a redispatch sent again (past its checkpoint): paid, and lost with the process."""
+    compaction_calls: set[int] = field(default_factory=set)
+    """The dispatches a context compaction's summarize call made (their `dispatch` fact's `purpose`)."""
+
+    @property
+    def compaction_usd(self) -> float:
+        """What the draws settling only compaction dispatches cost (a summary call is drawn on its own)."""
+        calls = self.compaction_calls
+        if not calls:
+            return 0.0
+        return sum(sum(costs.values()) for first, last, costs in self.draws
+                   if all(n in calls for n in range(first, last + 1)))
 
     @property
     def settled(self) -> bool:
@@ -369,6 +386,8 @@ def fold_spend(entries: Iterable[JournalEntry]) -> SpendFold:
             worst = d.get("worst_usd")
             open_spend.dispatches.append(Dispatch(int(d.get("call", 0)), str(d.get("model", "")),
                                                   None if worst is None else float(worst), e.seq))
+            if d.get("purpose") == COMPACTION_PURPOSE:
+                open_spend.compaction_calls.add(int(d.get("call", 0)))
         elif decision_name(e) == REDISPATCH and isinstance(e.value, dict):
             open_spend.restarted(int(e.value.get("through") or 0))
     spends = list(by_seq.values())
@@ -447,6 +466,8 @@ def cost_report(folded: SpendFold) -> CostReport:
     unpriced: dict[str, Usage] = {}
     usages: list[Usage] = []
     lost_calls: list[LostCall] = []
+    compaction = 0.0
+    compaction_calls = 0
     for spend in folded.agents:
         if folded.copied(spend):
             if folded.reused(spend):  # what the source paid and this run did not: never the source's orphans
@@ -469,6 +490,9 @@ def cost_report(folded: SpendFold) -> CostReport:
         _add(by_type, run.agent_type or UNTYPED, usd)
         usages.append(spend.usage)
         calls += spend.provider_calls
+        if spend.compaction_calls:
+            compaction += spend.compaction_usd
+            compaction_calls += len(spend.compaction_calls)
         if spend.terminal is not None:
             for model, raw in (spend.terminal.unpriced or {}).items():
                 unpriced[model] = unpriced.get(model, Usage()) + Usage.model_validate(raw)
@@ -493,6 +517,8 @@ def cost_report(folded: SpendFold) -> CostReport:
         reused_provider_calls=reused_provider_calls,
         lost=lost_calls,
         lost_recorded_usd=round(resent, 10),
+        compaction_usd=round(compaction, 10),
+        compaction_calls=compaction_calls,
     )
 
 

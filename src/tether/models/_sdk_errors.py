@@ -22,8 +22,12 @@ _SECRET = re.compile(
 )
 _CONTEXT_HINTS = (
     *("context window", "context length", "context_length_exceeded", "maximum context"),
-    *("prompt is too long", "too many tokens", "input is too long"),
+    *("prompt is too long", "too many tokens", "input is too long", "too many input tokens"),
+    *("exceeds the maximum number of tokens", "input token count"),
 )
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "model_context_window_exceeded"})
+"""Structured codes of a context overflow (OpenAI's `code`, and what gateways forward of it): no wording needed.
+Anthropic, Bedrock and Gemini send none; their wordings are `_CONTEXT_HINTS` (and google_genai's own)."""
 _BILLING_HINTS = (
     *("insufficient_quota", "exceeded your current quota", "credit balance", "billing"),
     *("payment required", "out of credits"),
@@ -216,9 +220,9 @@ def classify_error(
             f"{provider} quota or credit exhausted{shown}: {text}. Retrying will not help; "
             f"add credit or raise the quota, or route to another model.",
         )
-    if (status in (400, 413, None)) and any(h in hay for h in _CONTEXT_HINTS):
+    if kind in _CONTEXT_CODES or ((status in (400, 413, None)) and any(h in hay for h in _CONTEXT_HINTS)):
         return err(
-            "terminal",
+            "context-overflow",
             f"{provider} context window exceeded{shown}: {text}. Shorten the history or the "
             f"tool results, or route to a model with a larger context window.",
         )

@@ -412,7 +412,7 @@ def google_error(exc: BaseException, provider: str, *, secrets: tuple[str | None
         )
     if status in (400, 413) and any(h in text.lower() for h in _CONTEXT_HINTS):
         return StreamError(
-            kind="terminal", status=status,
+            kind="context-overflow", status=status,
             message=f"{provider} context window exceeded ({status}): {text}. Shorten the history or the "
             f"tool results, or route to a model with a larger context window.",
         )
