@@ -281,3 +281,11 @@ def _find(records: list[TurnRecord], turn: str | int | None, session_id: str) ->
                                f"`tether session show {session_id}` lists them.", session=session_id, turn=turn)
 
 
+
+
+async def session_records(engine: SessionEngine, limit: int = 100) -> list[SessionRecord]:
+    """The sessions of `engine`'s store, newest first."""
+    store = await engine.store()
+    if not isinstance(store, SessionStore):
+        raise ConfigError(f"{type(store).__name__} holds no sessions")
+    return await store.session_list(limit)
