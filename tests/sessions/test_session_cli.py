@@ -39,3 +39,4 @@ def test_the_session_commands_build_and_show_a_tree_with_a_branch(tmp_path: Path
         (1, None, "ok"), (2, "desk.1", "ok"), (3, "desk.1", "ok")]
     assert shown["spent_usd"] == sum(t["cost_usd"] for t in shown["turns"])
     assert [s["session_id"] for s in tether_json(tmp_path, "list")] == ["desk"]
+    assert tether_json(tmp_path, "raise", "desk", "2.5")["budget_usd"] == 2.5

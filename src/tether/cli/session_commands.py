@@ -1,4 +1,4 @@
-"""`tether session new/send/show/branch/list`: conversations as turn trees (docs/sessions.md)."""
+"""`tether session new/send/show/branch/raise/list`: conversations as turn trees (docs/sessions.md)."""
 
 from __future__ import annotations
 
@@ -132,6 +132,21 @@ def branch(session_id: SessionArg, turn: Annotated[str, typer.Argument(help="The
         emit_json(doc)
         return
     console().print(f"session {esc(session_id)}: head is now {esc(doc['head'])}")
+
+
+@session_app.command("raise")
+def raise_(session_id: SessionArg, usd: Annotated[float, typer.Argument(min=0.0, help="The new USD ceiling.")],
+           app_target: AppOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """Raise the session's USD ceiling across turns (never lowered): later turns get what it leaves."""
+
+    async def go(engine: Engine) -> dict[str, Any]:
+        return (await engine.session(session_id).raise_budget(usd)).to_json()
+
+    doc = _on_engine(app_target, store, go)
+    if json_out:
+        emit_json(doc)
+        return
+    console().print(f"session {esc(session_id)}: ceiling is now {doc['budget_usd']} USD")
 
 
 @session_app.command("list")

@@ -168,8 +168,8 @@ class Session:
             if left <= 0:
                 why = (f"session ceiling: session {self.session_id!r} has spent {usd(spent)} of its "
                        f"{usd(rec.budget_usd)} USD ceiling across {len(records)} turns, so turn {index} was not "
-                       f"started. Raise it with session.raise_budget(usd) (tether session raise), or start a new "
-                       f"session.")
+                       f"started. Raise it with session.raise_budget(usd) (tether session raise ID USD), or "
+                       f"start a new session.")
                 return Turn(self.session_id, index, None, rec.head, "refused", stop=StopReason.SESSION_CEILING,
                             why=why)
             capped = grant is None or left < grant
