@@ -45,7 +45,7 @@ def test_the_session_api_sends_turns_branches_and_shows_the_tree(tmp_path: Path)
         assert bad_turn.status_code == 404
         unknown = c.post("/api/sessions/desk/turns", json={"workflow": "nope", "prompt": "x"})
         assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "workflow-not-found"
-        clash = c.post("/api/sessions", json={"session_id": "desk", "budget_usd": 5.0})
-        assert clash.status_code == 409 and "raise_budget" in clash.json()["error"]["message"]
+        clash = c.post("/api/sessions", json={"session_id": "desk", "workspace": "globex"})
+        assert clash.status_code == 409 and "workspace" in clash.json()["error"]["message"]
     finally:
         c.__exit__(None, None, None)

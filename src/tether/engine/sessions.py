@@ -43,7 +43,7 @@ class SessionOptions(TypedDict, total=False):
     workspace: str | None
     """The memory scope of its turns (default "default")."""
     budget_usd: float | None
-    """A USD ceiling across all its turns (raisable: `Session.raise_budget`)."""
+    """A USD ceiling across all its turns, set when the session is created (then raised: `Session.raise_budget`)."""
 
 
 class _Store(JournalStore, SessionStore, Protocol):
@@ -117,10 +117,7 @@ class Session:
         if workspace is not None and workspace != held.workspace:
             raise ConfigError(f"session {self.session_id!r} belongs to workspace {held.workspace!r}, not "
                               f"{workspace!r}; a session's workspace is fixed when it is created.")
-        if budget is not None and budget != held.budget_usd:
-            raise ConfigError(f"session {self.session_id!r} has a ceiling of {held.budget_usd!r} USD, not "
-                              f"{budget!r}; use session.raise_budget(usd) to raise it.")
-        return held
+        return held  # an existing session keeps its stored ceiling (as raised since), whatever `budget_usd` says
 
     # -- reading -------------------------------------------------------------------------------------------
     async def turns(self) -> list[Turn]:

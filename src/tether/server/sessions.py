@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from tether.contracts.errors import ConfigError
 from tether.contracts.sessions import SessionNotFoundError, SessionStore
 from tether.engine.sessions import Session, Turn, session_records
+from tether.journal.canonical import to_jsonable
 from tether.server.api import state_of
 from tether.server.models import BODY
 from tether.server.routing import ApiError, Call
@@ -63,7 +64,7 @@ class SessionListQuery(BaseModel):
 
 
 class CreateSessionRequest(BaseModel):
-    """`POST /api/sessions`: a session (an existing id answers as it is, unless the fields disagree: 409)."""
+    """`POST /api/sessions`: a session (an existing id answers as it is; 409 when it names another workspace)."""
 
     model_config = BODY
 
@@ -92,7 +93,7 @@ class BranchRequest(BaseModel):
 
 
 def turn_view(t: Turn) -> TurnView:
-    return TurnView.model_validate(t.to_json())
+    return TurnView.model_validate({**t.to_json(), "answer": to_jsonable(t.answer, what="a turn's answer")})
 
 
 async def view(session: Session) -> SessionView:
@@ -127,7 +128,7 @@ async def create_session(call: Call) -> SessionView:
     session = state_of(call).engine.session(body.session_id, workspace=body.workspace, budget_usd=body.budget_usd)
     try:
         return await view(session)
-    except ConfigError as exc:  # it exists with another workspace or ceiling
+    except ConfigError as exc:  # it exists in another workspace
         raise ApiError(409, "session-exists", exc.message, session=body.session_id) from None
 
 
