@@ -74,3 +74,15 @@ async def test_a_send_on_an_unsettled_head_is_a_conflict_and_a_branch_starts_a_n
     with pytest.raises(tether.ConfigError, match="workspace"):
         await engine.session("lines", workspace="other").turns()
     await engine.close()
+
+
+async def test_a_send_naming_an_unknown_workflow_or_option_claims_no_turn(tmp_path: Path) -> None:
+    engine, support = build(f"sqlite:///{tmp_path}/t.db", str(tmp_path / "requests.jsonl"))
+    session = engine.session("s")
+    with pytest.raises(tether.ConfigError, match="nope"):
+        await session.send("hello", workflow="nope")
+    with pytest.raises(TypeError, match="budgt_usd"):
+        await session.send("hello", workflow=support, budgt_usd=1.0)  # type: ignore[call-arg]
+    assert await session.turns() == [] and (await session.record()).head is None
+    assert (await session.send("hello", workflow=support)).index == 1
+    await engine.close()

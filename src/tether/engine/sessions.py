@@ -27,9 +27,10 @@ from tether.contracts.sessions import (
 )
 from tether.contracts.stops import StopReason
 from tether.engine.handle import RunHandle
-from tether.engine.options import ResumeOptions, RunOptions, StartOptions
+from tether.engine.options import ResumeOptions, RunOptions, StartOptions, segment_options
 from tether.engine.outcome import RunOutcome
 from tether.engine.seam import WorkflowRef
+from tether.engine.workflow import Workflow
 from tether.journal.cost import fold_cost
 from tether.journal.keys import SETTLE_KEY
 
@@ -57,6 +58,8 @@ class SessionEngine(Protocol):
     def clock(self) -> Any: ...
 
     async def store(self) -> JournalStore: ...
+
+    def resolve_workflow(self, wf: WorkflowRef) -> Workflow: ...
 
     def start(self, wf: WorkflowRef, args: Mapping[str, Any] | None = None,
               **options: Unpack[StartOptions]) -> RunHandle: ...
@@ -151,6 +154,8 @@ class Session:
         run of its own under the run options (`budget_usd=`: the turn's own ceiling); `SessionConflictError`
         when another send moved the head first."""
         budget_usd = options.pop("budget_usd", None)
+        flow = self._engine.resolve_workflow(workflow)  # a workflow or an option it would refuse: before the claim
+        segment_options(options, "session.send()")
         store = await self._store()
         rec = await self.record()
         records = await store.session_turns(self.session_id)
@@ -180,7 +185,7 @@ class Session:
                 f"you meant (session.branch(turn)).", session=self.session_id, expected_version=rec.version)
         session = TurnOf(session=self.session_id, turn=index, parent=rec.head, workspace=rec.workspace, prompt=text)
         options["budget_usd"], options["session"] = grant, session
-        handle = self._engine.start(workflow, args, run_id=run_id, **options)
+        handle = self._engine.start(flow, args, run_id=run_id, **options)
         return await self._view(store, turn, await handle)
 
     async def resume(self, turn: str | int | None = None, workflow: WorkflowRef | None = None) -> Turn:
