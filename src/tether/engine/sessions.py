@@ -243,7 +243,9 @@ class Session:
             err = outcome.error if outcome is not None else None
             said = getattr(err, "message", None) or (str(err) if err is not None else "the turn's ceiling stopped it")
             why = (f"session ceiling: turn {t.index} of session {t.session_id!r} was granted the "
-                   f"{usd(t.grant_usd or 0.0)} USD the session had left; {said}" if t.session_capped else said)
+                   f"{usd(t.grant_usd or 0.0)} USD the session had left, and it did not cover the turn. Raise the "
+                   f"session's ceiling (session.raise_budget, tether session raise) for later turns. The turn's run "
+                   f"said: {said}" if t.session_capped else said)
         return Turn(t.session_id, t.index, t.run_id, t.parent, status, report.total_usd, t.grant_usd, answer, stop,
                     why, outcome)
 
