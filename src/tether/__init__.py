@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from tether.contracts.prices import Price, Tier
     from tether.contracts.protocols import BudgetHooks
     from tether.contracts.results import AgentError, AgentResult, ToolBudgetSummary
+    from tether.contracts.sessions import Note, SessionConflictError, SessionNotFoundError
     from tether.contracts.stops import StopReason
     from tether.contracts.usage import Usage
     from tether.engine.config import Limits, Telemetry
@@ -58,9 +59,11 @@ if TYPE_CHECKING:
     from tether.engine.event_log import read_events
     from tether.engine.fork_preview import ForkPreview
     from tether.engine.handle import RunHandle
+    from tether.engine.memory import Memory
     from tether.engine.options import AgentOptions, Containment, ResumeOptions, RunOptions, StartOptions
     from tether.engine.outcome import DroppedBranch, ReplayStats, RunOutcome
     from tether.engine.retention import DeleteReport, SweepReport
+    from tether.engine.sessions import Session, SessionOptions, Turn
     from tether.engine.workflow import Workflow, workflow
     from tether.journal.cost import CostReport
     from tether.journal.diff import RunDiff
@@ -118,6 +121,13 @@ _EXPORTS: dict[str, str] = {
     "BranchOutcome": "tether.engine.ctx",
     "Ctx": "tether.engine.ctx",
     "Engine": "tether.engine.engine",
+    "Note": "tether.contracts.sessions",
+    "SessionConflictError": "tether.contracts.sessions",
+    "SessionNotFoundError": "tether.contracts.sessions",
+    "Memory": "tether.engine.memory",
+    "Session": "tether.engine.sessions",
+    "SessionOptions": "tether.engine.sessions",
+    "Turn": "tether.engine.sessions",
     "read_events": "tether.engine.event_log",
     "ForkPreview": "tether.engine.fork_preview",
     "DeleteReport": "tether.engine.retention",
@@ -198,9 +208,11 @@ __all__ = [
     "LeaseHeldError",
     "Limits",
     "LoopSession",
+    "Memory",
     "ModelRetry",
     "ModelSpec",
     "NonSerializableValueError",
+    "Note",
     "Permissions",
     "Price",
     "PriceTable",
@@ -214,6 +226,10 @@ __all__ = [
     "RunNotFoundError",
     "RunOptions",
     "RunOutcome",
+    "Session",
+    "SessionConflictError",
+    "SessionNotFoundError",
+    "SessionOptions",
     "StartOptions",
     "StopReason",
     "StoreUnavailableError",
@@ -228,6 +244,7 @@ __all__ = [
     "ToolEffectRecord",
     "ToolUnits",
     "TreeReport",
+    "Turn",
     "Usage",
     "Workflow",
     "events",

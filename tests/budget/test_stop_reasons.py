@@ -41,7 +41,7 @@ def test_a_typed_reason_wins_over_any_wording() -> None:
 def test_only_ceilings_are_ceiling_stops() -> None:
     stops = {r for r in StopReason if r.is_ceiling}
     assert stops == {StopReason.USD_CEILING, StopReason.TOKEN_CEILING, StopReason.TENANT_BUDGET,
-                     StopReason.OUTPUT_FLOOR}
+                     StopReason.OUTPUT_FLOOR, StopReason.SESSION_CEILING}
     assert error_stop_reason({"kind": "transport", "message": "tree token ceiling"}) is None
     assert StopReason.parse("output-floor") is StopReason.OUTPUT_FLOOR and StopReason.parse("nope") is None
 

@@ -19,6 +19,9 @@ NOT_A_RUNS_ROWS = {
     "budget_windows": "a budget scope's spend per window, not a run's",
     "schedules": "a schedule's definition; its last_run only names the run it queued",
     "version": "the schema's version",
+    "sessions": "a session's record: it outlives the runs of its turns (docs/sessions.md, Storage)",
+    "turns": "a session's turn tree: a deleted turn's record stays, and a line through it cannot be rebuilt",
+    "notes": "a workspace's notes outlive the runs that wrote them (they name the run, not own it)",
 }
 """Tables whose rows a delete leaves, and why. A table neither here nor holding a run_id or blob key fails."""
 

@@ -26,7 +26,7 @@ RUN = "research-1"
 
 
 def concrete(path: str) -> str:
-    return path.replace("{run_id}", RUN).replace("{agent_id}", "1").replace("{other}", RUN)
+    return path.replace("{run_id}", RUN).replace("{agent_id}", "1").replace("{other}", RUN).replace("{session_id}", "s")
 
 
 # -- the token gate ------------------------------------------------------------------------------
@@ -45,6 +45,7 @@ def test_with_a_token_every_route_but_healthz_answers_401_json_without_it(record
             assert r.json()["error"]["code"] == "unauthorized"
             assert r.headers["www-authenticate"] == "Bearer"
     good = {"Authorization": "Bearer s3cret"}
+    assert client.post("/api/sessions", json={"session_id": "s"}, headers=good).status_code == 201
     for method, path in routes:
         if method == "GET" and not path.endswith("/events"):
             assert client.get(path, headers=good).status_code == 200, path

@@ -11,10 +11,11 @@ from tether.stores.jsonl import JsonlStore
 from tether.stores.memory import MemoryStore
 from tether.stores.postgres import PostgresStore
 from tether.stores.sqlite import SqliteStore
+from tether.testing.session_kit import SessionConformance
 from tether.testing.store_kit import StoreConformance
 
 
-class TestMemoryStore(StoreConformance):
+class TestMemoryStore(StoreConformance, SessionConformance):
     @pytest.fixture
     async def store(self) -> AsyncIterator[MemoryStore]:
         with pytest.warns(UserWarning, match="cannot be resumed"):
@@ -23,7 +24,7 @@ class TestMemoryStore(StoreConformance):
         await s.close()
 
 
-class TestJsonlStore(StoreConformance):
+class TestJsonlStore(StoreConformance, SessionConformance):
     @pytest.fixture
     async def store(self, tmp_path: Path) -> AsyncIterator[JsonlStore]:
         s = JsonlStore(tmp_path / "journals")
@@ -31,7 +32,7 @@ class TestJsonlStore(StoreConformance):
         await s.close()
 
 
-class TestSqliteStore(StoreConformance):
+class TestSqliteStore(StoreConformance, SessionConformance):
     @pytest.fixture
     async def store(self, tmp_path: Path) -> AsyncIterator[SqliteStore]:
         s = SqliteStore(tmp_path / "tether.db")
@@ -39,7 +40,7 @@ class TestSqliteStore(StoreConformance):
         await s.close()
 
 
-class TestPostgresStore(StoreConformance):
+class TestPostgresStore(StoreConformance, SessionConformance):
     @pytest.fixture
     async def store(self, pg_dsn: str, pg_schema: str) -> AsyncIterator[PostgresStore]:
         s = PostgresStore(pg_dsn, schema=pg_schema)

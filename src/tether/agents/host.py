@@ -57,6 +57,8 @@ class AgentSpec:
     """Wait for an in-flight exposure hold to release instead of failing (orchestrator children)."""
     permissions: Permissions | None = None
     """The per-call permission chain; None = allow, or ask when a tool `needs_approval`."""
+    history: tuple[Message, ...] = ()
+    """Earlier messages the transcript starts with, before the opening (a session's turns: docs/sessions.md)."""
     opening: Message | None = None
     """The first message (the prompt, as the user's) when the engine built it already, to estimate the call."""
     context: Context | None = None

@@ -62,7 +62,7 @@ async def run_agent(
     restored = await host.load_checkpoint()
     if restored is not None and restored.version != CHECKPOINT_VERSION:
         restored = None  # a checkpoint this version cannot read is never trusted: start over
-    state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening)
+    state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening, spec.history)
     state.model_index = min(state.model_index, len(spec.models) - 1)
     host.emit(AgentStart(
         label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,

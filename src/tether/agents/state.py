@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -81,6 +82,6 @@ class LoopState(Record):
     """Context compactions applied to `messages` (each a journaled `context-compaction` decision)."""
 
     @classmethod
-    def start(cls, prompt: str, opening: Message | None = None) -> LoopState:
-        """A fresh invocation's state: its transcript is `opening` (the prompt as the user's message)."""
-        return cls(messages=[opening or Message.text("user", prompt)])
+    def start(cls, prompt: str, opening: Message | None = None, history: Sequence[Message] = ()) -> LoopState:
+        """A fresh invocation's state: its transcript is `history`, then `opening` (the prompt as the user's)."""
+        return cls(messages=[*history, opening or Message.text("user", prompt)])

@@ -29,6 +29,8 @@ class StopReason(StrEnum):
     """A waiting dispatch found nothing in flight to wait for, or none settled in time (not a ceiling)."""
     PROVIDER_CANCELLED = "provider-cancelled"
     """The stream ended cancelled with no ceiling fired (not a ceiling)."""
+    SESSION_CEILING = "session-ceiling"
+    """A session's USD ceiling across its turns (`engine.session(..., budget_usd=...)`) cannot cover the turn."""
 
     @classmethod
     def parse(cls, value: object) -> StopReason | None:

@@ -39,6 +39,7 @@ from tether.engine.profiles import NO_PROFILE
 from tether.engine.replay import Lookup
 from tether.engine.replay_events import ReplayFacts
 from tether.engine.tree import CapLabel, Refusal, refusal_error
+from tether.engine.turns import history_identity
 from tether.journal.canonical import schema_hash, to_jsonable
 from tether.journal.disposition import ceiling_stopped, continues_on_rerun
 from tether.journal.keys import agent_identity, agent_key, budget_refusal_key, spawn_refusal_key
@@ -104,6 +105,7 @@ class AgentCall:
         max_turns = options.get("max_turns")
         max_output_tokens = options.get("max_output_tokens")
         isolation = options.get("isolation")
+        history = tuple(options.get("history") or ())
         seg, services = self.seg, self.seg.services
         frame = CURRENT_FRAME.get()
         profile = services.profiles.get(agent_type or "") or NO_PROFILE
@@ -112,7 +114,8 @@ class AgentCall:
         out = output_spec(output)
         all_tools = await resolve_tools([*profile.tools, *tools], seg.resources)  # MCP servers list here
         ident = agent_identity(
-            agent_type=agent_type, model=spec_model.identity, prompt=key if key is not None else prompt,
+            agent_type=agent_type, model=spec_model.identity,
+            prompt=key if key is not None else history_identity(prompt, history),
             schema_hash=schema_hash(out.schema if out else None), toolset_hash=toolset_hash(all_tools),
             isolation=isolation,
         )
@@ -145,6 +148,7 @@ class AgentCall:
             exposure_wait=options.get("exposure_wait", False),
             opening=Message.text("user", prompt),
             context=options.get("context"),
+            history=history,
         )
         depth = frame.depth + 1
         if found.running is None:
@@ -319,7 +323,7 @@ class AgentCall:
         output floor), since every dispatch holds its own worst case on the ceiling as it leaves.
         """
         model = spec.models[0]
-        est = estimate_prompt_tokens(spec, model, [spec.opening or Message.text("user", spec.prompt)])
+        est = estimate_prompt_tokens(spec, model, [*spec.history, spec.opening or Message.text("user", spec.prompt)])
         caps = model.adapter.caps(model.name)
         turn = min(spec.max_output_tokens or DEFAULT_MAX_OUTPUT, caps.max_output_tokens)
         priced = caps.output_floor if self.seg.hard_ceiling else turn

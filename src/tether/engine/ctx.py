@@ -19,9 +19,11 @@ from tether.contracts.results import AgentError
 from tether.engine.agent_surface import AgentSurface
 from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
+from tether.engine.memory import Memory
 from tether.engine.outcome import DroppedBranch, error_dict
 from tether.engine.replay import Abandoned, Lookup, PreviewStopped
 from tether.engine.segment import Segment
+from tether.engine.turns import TurnContext, turn_context
 from tether.engine.workflow import Workflow, as_workflow
 from tether.journal.canonical import to_jsonable
 from tether.journal.cost import spent_under
@@ -79,6 +81,19 @@ class Ctx(AgentSurface):
     @property
     def run_id(self) -> str:
         return self._seg.run_id
+
+    @property
+    def session(self) -> TurnContext | None:
+        """The session turn this run is (None outside a session): `await ctx.session.history()` (docs/sessions.md)."""
+        return turn_context(self._seg.journal.store, self._seg.index.entries)
+
+    @property
+    def memory(self) -> Memory:
+        """Durable notes of the session's workspace ("default" outside a session): remember, recall, forget."""
+        turn = self.session
+        return Memory(self.step, self._seg.journal.store, turn.workspace if turn else "default", self.run_id,
+                      session=turn.session_id if turn else None, turn=turn.turn if turn else None,
+                      clock=self._seg.services.clock)
 
     # -- host steps --------------------------------------------------------------------------
     @overload

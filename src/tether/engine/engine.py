@@ -19,7 +19,7 @@ from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, ClosableModel, JournalStore
 from tether.contracts.schedules import Schedule
-from tether.engine import forks, operator, reads, retention, schedules
+from tether.engine import forks, operator, reads, retention, schedules, sessions
 from tether.engine import options as run_options
 from tether.engine import queue as run_queue
 from tether.engine.checkpoint import AgentTranscript
@@ -105,9 +105,8 @@ class Engine:
 
     def price_of(self, ref: str) -> Price | None:
         """The price row for `adapter:model`: the table first, then what the adapter itself knows."""
-        adapter_id, _, name = ref.partition(":")
-        adapter = self.adapters.get(adapter_id)
-        return self.prices.get(ref) or (adapter.caps(name).price if adapter is not None else None)
+        aid, _, name = ref.partition(":")
+        return self.prices.get(ref) or (a.caps(name).price if (a := self.adapters.get(aid)) is not None else None)
 
     def resolve_workflow(self, wf: WorkflowRef) -> Workflow:
         """The workflow `wf` names: a registered name, or a workflow/function (registered if new)."""
@@ -209,10 +208,8 @@ class Engine:
     ) -> RunHandle:
         """`resume`, returning the run's handle once the workflow is found (for `tether.progress`)."""
         opts = run_options.resume_options(options)
-        if wf is None:
-            wf = await run_queue.stored_workflow(await self.store(), run_id, self.workflows)
-        flow = self.resolve_workflow(wf)
-        return self.launch(flow, dict(args) if args is not None else None, run_id, opts, event_log)
+        wf = wf if wf is not None else await run_queue.stored_workflow(await self.store(), run_id, self.workflows)
+        return self.launch(self.resolve_workflow(wf), dict(args) if args is not None else None, run_id, opts, event_log)
 
     @overload
     async def fork(self, run_id: str, new_run_id: str, workflow: WorkflowRef | None = None, args: Args = None, *,
@@ -232,6 +229,9 @@ class Engine:
         `models`: unchanged calls replay; `preview=True` runs and writes nothing (a `ForkPreview`); docs/forks.md."""
         return await forks.fork(self, run_id, new_run_id, workflow, args, at=at, preview=preview, models=models,
                                 event_log=event_log, **options)
+
+    def session(self, session_id: str, **options: Unpack[sessions.SessionOptions]) -> sessions.Session:
+        return sessions.Session(self, session_id, **options)  # a turn tree on this store: docs/sessions.md
 
     # -- operator actions on a run (engine/operator.py) ---------------------------------------
     async def resolve_external(self, run_id: str, key: str, value: Any) -> bool:

@@ -268,7 +268,7 @@ async def run_foreign(
     restored = await host.load_checkpoint()
     if restored is not None and restored.version != CHECKPOINT_VERSION:
         restored = None  # a checkpoint this version cannot read is never trusted: start over
-    state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening)
+    state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening, spec.history)
     host.emit(AgentStart(label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
                          resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000]))
     session = ForeignSession(spec, host, hooks, state, signal, restored=restored is not None, max_turns=max_turns)

@@ -20,6 +20,8 @@ from tether.budget.tenant import Budget, check_budgets
 from tether.contracts.entries import JournalEntry
 from tether.contracts.errors import ConfigError
 from tether.contracts.loops import AgentLoop
+from tether.contracts.messages import Message
+from tether.contracts.sessions import TurnOf
 from tether.contracts.usage import MAX_TOKENS
 from tether.journal.cost import BUDGET_RAISED, UNPRICED_ALLOWED, decision_name
 from tether.journal.keys import GENESIS_KEY, args_hash
@@ -84,6 +86,8 @@ class RunOptions(TypedDict, total=False):
     PostgreSQL store); each call reserves its worst case on them before it leaves (docs/budgets.md)."""
     deadline_s: float | None
     """Wall-clock seconds this segment may run before it is cancelled (per segment, never stored)."""
+    session: TurnOf | None
+    """The session turn this run is (set by `Session.send`, read by `ctx.session`; docs/sessions.md)."""
 
 
 class AgentOptions(TypedDict, total=False):
@@ -118,6 +122,8 @@ class AgentOptions(TypedDict, total=False):
     `AgentResult.artifacts["patch"]`. Part of the identity."""
     repo: str | None
     """The repository for `isolation="worktree"` (default: the working directory)."""
+    history: Sequence[Message] | None
+    """Messages the transcript starts with, before the prompt (`await ctx.session.history()`; docs/sessions.md)."""
     loop: AgentLoop | None
     """A foreign loop (`tether.AgentLoop`) that drives this invocation instead of tether's own, through the
     `LoopSession` it is handed (docs/internals.md, "Extension seams"); `max_turns` binds it only when given."""
@@ -188,6 +194,7 @@ class SegmentOptions:
     on_exhausted: OnExhausted | None = None
     budgets: tuple[Budget, ...] | None = None
     deadline_s: float | None = None
+    session: TurnOf | None = None
     dry_run: bool = False
     invalidate: tuple[int, ...] = ()
     resume: bool = False

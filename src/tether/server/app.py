@@ -20,7 +20,7 @@ from tether.engine.engine import Engine
 from tether.engine.retention import DeleteReport, SweepReport
 from tether.journal.cost import CostReport
 from tether.journal.diff import RunDiff
-from tether.server import actions, api, retention
+from tether.server import actions, api, retention, sessions
 from tether.server.auth import SESSION_PATH, TokenGate, open_session
 from tether.server.hosts import HostGuard, HostPolicy
 from tether.server.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, BodyLimit, check_limits
@@ -102,6 +102,26 @@ def operations() -> list[Operation]:
                   "runs, blobs", retention.store_stats, StoreStats, query=retention.StatsQuery),
         Operation("POST", "/api/store/compact", "compact_store", "Give the store's free space back (VACUUM)",
                   retention.compact, CompactResult),
+        *session_operations(),
+    ]
+
+
+def session_operations() -> list[Operation]:
+    """The `/api/sessions` routes (docs/sessions.md)."""
+    one = "/api/sessions/{session_id}"
+    return [
+        Operation("GET", "/api/sessions", "list_sessions", "Sessions, newest first", sessions.list_sessions,
+                  sessions.SessionList, query=sessions.SessionListQuery, errors=(400,)),
+        Operation("POST", "/api/sessions", "create_session", "Create a session (an existing one answers as it is)",
+                  sessions.create_session, sessions.SessionView, status=201, body=sessions.CreateSessionRequest,
+                  errors=(409,)),
+        Operation("GET", one, "get_session", "A session: its turn tree (every line), head, ceiling and per-turn cost",
+                  sessions.get_session, sessions.SessionView, errors=(404,)),
+        Operation("POST", f"{one}/turns", "send_turn", "Run the next turn on the head (409 when another send won)",
+                  sessions.send_turn, sessions.TurnView, status=201, body=sessions.SendRequest,
+                  errors=(404, 409)),
+        Operation("POST", f"{one}/branch", "branch_session", "Move the head to a turn: the next send continues "
+                  "from it", sessions.branch, sessions.SessionView, body=sessions.BranchRequest, errors=(404, 409)),
     ]
 
 

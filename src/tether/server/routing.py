@@ -25,6 +25,7 @@ from tether.contracts.errors import (
     StoreUnavailableError,
     TetherError,
 )
+from tether.contracts.sessions import SessionConflictError, SessionNotFoundError
 from tether.journal.canonical import MAX_DEPTH, to_jsonable
 from tether.server.models import ErrorBody, ErrorResponse
 
@@ -49,6 +50,8 @@ def _json_data(data: dict[str, Any]) -> dict[str, Any]:
 # Engine errors a client can act on, by HTTP status; anything else a TetherError raises is a 400.
 _STATUS_OF: tuple[tuple[type[TetherError], int], ...] = (
     (RunNotFoundError, 404),
+    (SessionNotFoundError, 404),
+    (SessionConflictError, 409),
     (InvalidResolutionError, 422),
     (JournalCorruptError, 500),
     (LeaseHeldError, 409),

@@ -31,6 +31,7 @@ from tether.stores.codec import (
     effect_json,
     number_entries,
 )
+from tether.stores.jsonl_sessions import JsonlSessions
 from tether.stores.leases import (
     cancel_request_key,
     check_acquire,
@@ -155,7 +156,7 @@ def _atomic_write(path: Path, data: bytes, fsync: bool) -> None:
     os.replace(tmp, path)
 
 
-class JsonlStore:
+class JsonlStore(JsonlSessions):
     """A journal store in a directory of JSON-lines files, with leases and blobs beside them."""
 
     def __init__(

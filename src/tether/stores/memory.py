@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.contracts.sessions import DEFAULT_NOTE_CAP, Note, SessionRecord, TurnRecord, evicted
 from tether.journal.blobs import blob_owner
 from tether.stores.codec import check_rows, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
@@ -41,6 +43,9 @@ class MemoryStore:
         self._effects: dict[str, list[str]] = {}
         self._leases: dict[str, Lease] = {}
         self._epochs: dict[str, int] = {}
+        self._sessions: dict[str, SessionRecord] = {}
+        self._turns: dict[str, list[TurnRecord]] = {}
+        self._notes: dict[str, dict[str, Note]] = {}
 
     async def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> int:
         return (await self.append_many(run_id, [entry], lease))[0]
@@ -157,6 +162,42 @@ class MemoryStore:
     async def release(self, lease: Lease) -> None:
         if releases(lease, self._leases.get(lease.run_id)):
             del self._leases[lease.run_id]
+
+    # -- sessions and notes (`SessionStore`) ---------------------------------------------------------
+    async def session_create(self, session: SessionRecord) -> SessionRecord:
+        return self._sessions.setdefault(session.session_id, session)
+
+    async def session_get(self, session_id: str) -> SessionRecord | None:
+        return self._sessions.get(session_id)
+
+    async def session_list(self, limit: int = 100) -> list[SessionRecord]:
+        return sorted(self._sessions.values(), key=lambda s: (-s.created_at, s.session_id))[:limit]
+
+    async def session_swap(self, session: SessionRecord, expected_version: int, turn: TurnRecord | None = None) -> bool:
+        held = self._sessions.get(session.session_id)
+        if held is None or held.version != expected_version:
+            return False
+        self._sessions[session.session_id] = dataclasses.replace(session, version=expected_version + 1)
+        if turn is not None:
+            self._turns.setdefault(session.session_id, []).append(turn)
+        return True
+
+    async def session_turns(self, session_id: str) -> list[TurnRecord]:
+        return sorted(self._turns.get(session_id, []), key=lambda t: t.index)
+
+    async def note_put(self, note: Note, cap: int = DEFAULT_NOTE_CAP) -> list[str]:
+        notes = self._notes.setdefault(note.workspace, {})
+        notes[note.key] = note
+        gone = [n.key for n in evicted(list(notes.values()), cap)]
+        for key in gone:
+            del notes[key]
+        return gone
+
+    async def note_list(self, workspace: str) -> list[Note]:
+        return sorted(self._notes.get(workspace, {}).values(), key=lambda n: (n.written_at, n.key))
+
+    async def note_delete(self, workspace: str, key: str) -> bool:
+        return self._notes.get(workspace, {}).pop(key, None) is not None
 
     async def close(self) -> None:
         return None

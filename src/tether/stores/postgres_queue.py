@@ -21,6 +21,7 @@ from tether.contracts.queue import Claim, ClaimRequest, FinishState, QueuedRun, 
 from tether.stores.codec import number_entries
 from tether.stores.postgres_budgets import PostgresBudgets, budget_statements
 from tether.stores.postgres_schedules import PostgresSchedules, schedule_statements
+from tether.stores.postgres_sessions import PostgresSessions, session_statements
 from tether.stores.postgres_sql import notify_channel
 
 _RECONNECT_S = (0.1, 5.0)  # backoff bounds of the LISTEN connection
@@ -166,7 +167,7 @@ class Listener:
             self._task = None
 
 
-class PostgresQueue(PostgresBudgets, PostgresSchedules):
+class PostgresQueue(PostgresBudgets, PostgresSchedules, PostgresSessions):
     """The `QueueStore` half of `PostgresStore` (which supplies the connection and fencing helpers), with the
     budgets across runs and the schedules that live beside the queue."""
 
@@ -179,6 +180,7 @@ class PostgresQueue(PostgresBudgets, PostgresSchedules):
         self._sql.update(queue_statements(self.schema))  # the store set its schema and statements first
         self._sql.update(budget_statements(self.schema))
         self._sql.update(schedule_statements(self.schema))
+        self._sql.update(session_statements(self.schema))
         self._listener: Listener | None = None
         self._claimed: dict[str, int] = {}
         """Run id -> claim id of the claims this store handed out and nobody finished yet."""

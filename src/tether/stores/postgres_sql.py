@@ -13,8 +13,10 @@ import hashlib
 
 from tether.stores.postgres_budgets import BUDGET_FUNCTIONS, BUDGET_TABLES
 from tether.stores.postgres_schedules import SCHEDULE_TABLES
+from tether.stores.postgres_sessions import SESSION_TABLES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+"""5: sessions, turns and notes (`postgres_sessions.SESSION_TABLES`)."""
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS {s}.entries (
@@ -377,7 +379,7 @@ def schema_statements(schema: str) -> list[str]:
     """Every DDL statement that brings `schema` to `SCHEMA_VERSION` (each safe to run again)."""
     s = f'"{schema}"'
     literals = {"s": s, "channel": f"'{notify_channel(schema)}'", "schema": f"'{schema}'"}
-    tables = [stmt for text in (_TABLES, BUDGET_TABLES, SCHEDULE_TABLES)
+    tables = [stmt for text in (_TABLES, BUDGET_TABLES, SCHEDULE_TABLES, SESSION_TABLES)
               for stmt in text.format(s=s).split(";") if stmt.strip()]
     functions = [fn.format(**literals) for fn in (*BUDGET_FUNCTIONS, *_FUNCTIONS)]
     version = [f"DELETE FROM {s}.version", f"INSERT INTO {s}.version (v) VALUES ({SCHEMA_VERSION})"]

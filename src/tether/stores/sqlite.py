@@ -30,9 +30,11 @@ from tether.stores.leases import (
     renewed,
 )
 from tether.stores.run_ids import check_run_id
+from tether.stores.sqlite_sessions import SESSION_SCHEMA, SqliteSessions
 from tether.stores.wal_checkpoint import SAFETY_NET_PAGES, WAL_KEPT_BYTES, WalCheckpointer
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: sessions, turns and notes (`sqlite_sessions.SESSION_SCHEMA`)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -52,7 +54,7 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at REAL NOT NULL, ttl_s REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS epochs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
-"""
+""" + SESSION_SCHEMA
 
 
 _HEAD_AND_LEASE = (
@@ -121,7 +123,7 @@ class _Settled:
         )
 
 
-class SqliteStore:
+class SqliteStore(SqliteSessions):
     """A journal store in one SQLite file; safe for many processes on one host, with leases."""
 
     def __init__(

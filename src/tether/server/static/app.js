@@ -128,6 +128,12 @@
       if (!current || current.diffKey !== key) { stop(); current = diffPage(parts[1], parts[3]); }
       return;
     }
+    if (parts[0] === "sessions") {
+      closeDrawer();
+      const key = "session\u0000" + (parts[1] || "");
+      if (!current || current.sessionKey !== key) { stop(); current = parts[1] ? sessionPage(parts[1]) : sessionListPage(); }
+      return;
+    }
     if (parts[0] === "runs" && parts[1]) {
       if (!current || current.runId !== parts[1]) { stop(); current = runPage(parts[1]); }
       if (parts[2] === "agents" && parts[3]) openTranscript(parts[1], parts[3]); else closeDrawer();
@@ -158,7 +164,7 @@
     renderChips();
     const errorBox = h("div");
     fill(view, 
-      h("div", { class: "page-head" }, h("h1", {}, "Runs")),
+      h("div", { class: "page-head" }, h("h1", {}, "Runs"), h("a", { href: "#/sessions", class: "btn btn-ghost", "data-testid": "sessions-link" }, "Sessions")),
       chips,
       h("div", { class: "card" }, h("div", { class: "table-wrap" }, h("table", { class: "runs", "data-testid": "run-list" },
         h("thead", {}, h("tr", {}, h("th", {}, "Run"), h("th", {}, "Status"), h("th", {}, "Spend / ceiling"),
@@ -592,6 +598,54 @@
           h("th", { colspan: 3, class: "num", "data-testid": "diff-b-usd" }, usd(d.b_usd) + (d.b_reused_usd ? " (+ " + usd(d.b_reused_usd) + " reused)" : "")))))));
     }).catch((e) => fill(body, h("div", { class: "error-box", "data-testid": "diff-error" }, e.message)));
     return { diffKey: a + "\u0000" + b, stop: () => {} };
+  }
+
+  // -- sessions: the list, and one session's turn tree (every line, per-turn status and cost) -----
+  function sessionListPage() {
+    crumbs(h("a", { href: "#/" }, "Runs"), h("span", {}, "Sessions"));
+    const body = h("div", { class: "card-body flush" }, h("div", { class: "muted" }, "loading…"));
+    fill(view, h("div", { class: "page-head" }, h("h1", {}, "Sessions")), h("section", { class: "card" }, body));
+    api("/api/sessions").then((d) => fill(body, d.sessions.length === 0 ? h("div", { class: "muted" }, "no sessions") :
+      h("div", { class: "table-wrap" }, h("table", { "data-testid": "session-list" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Session"), h("th", {}, "Workspace"), h("th", {}, "Head"), h("th", { class: "num" }, "Ceiling"))),
+        h("tbody", {}, d.sessions.map((x) => h("tr", { "data-session-id": x.session_id },
+          h("td", {}, h("a", { href: "#/sessions/" + encodeURIComponent(x.session_id), class: "mono" }, x.session_id)),
+          h("td", {}, x.workspace), h("td", { class: "mono" }, x.head || "—"), h("td", { class: "num" }, usd(x.budget_usd))))))))
+    ).catch((e) => fill(body, h("div", { class: "error-box" }, e.message)));
+    return { sessionKey: "session\u0000", stop: () => {} };
+  }
+
+  function sessionPage(id) {
+    crumbs(h("a", { href: "#/" }, "Runs"), h("a", { href: "#/sessions" }, "Sessions"), h("span", { class: "mono" }, id));
+    const body = h("div", { class: "card-body" }, h("div", { class: "muted" }, "loading…"));
+    const head = h("div", { class: "page-head" });
+    fill(view, head, h("section", { class: "card" }, body));
+    function node(t, children, d) {
+      const kids = children.get(t.run_id) || [];
+      const isHead = t.run_id === d.head;
+      return h("li", { class: "turn", "data-testid": "turn", "data-index": t.index, "data-run-id": t.run_id, "data-parent": t.parent || "",
+          "data-status": t.status, "data-cost": t.cost_usd, "data-head": String(isHead) },
+        h("div", { class: "turn-row" },
+          h("span", { class: "turn-index" }, "turn " + t.index),
+          h("a", { href: "#/runs/" + encodeURIComponent(t.run_id), class: "mono" }, t.run_id),
+          h("span", { class: "pill static", "data-status": t.status }, t.status),
+          h("span", { class: "num", "data-testid": "turn-cost" }, usd(t.cost_usd)),
+          t.stop ? h("span", { class: "muted small", title: t.why || "" }, t.stop) : null,
+          isHead ? h("span", { class: "pill static reuse", "data-testid": "head" }, "head") : null,
+          kids.length > 1 ? h("span", { class: "muted small", "data-testid": "branch-point" }, kids.length + " lines") : null),
+        kids.length ? h("ul", { class: "turn-tree" }, kids.map((k) => node(k, children, d))) : null);
+    }
+    api("/api/sessions/" + encodeURIComponent(id)).then((d) => {
+      fill(head, h("div", { class: "title" }, h("span", { class: "run-id" }, d.session_id),
+        h("span", { class: "muted" }, "workspace " + d.workspace + " · spent " + usd(d.spent_usd) +
+          (d.budget_usd === null ? "" : " of " + usd(d.budget_usd)))));
+      const children = new Map();
+      for (const t of d.turns) { const k = t.parent || ""; if (!children.has(k)) children.set(k, []); children.get(k).push(t); }
+      const roots = children.get("") || [];
+      fill(body, roots.length === 0 ? h("div", { class: "muted" }, "no turns yet") :
+        h("ul", { class: "turn-tree root", "data-testid": "turn-tree" }, roots.map((t) => node(t, children, d))));
+    }).catch((e) => fill(body, h("div", { class: "error-box", "data-testid": "session-error" }, e.message)));
+    return { sessionKey: "session\u0000" + id, stop: () => {} };
   }
 
   // -- spend chart (inline SVG) -----------------------------------------------------------------

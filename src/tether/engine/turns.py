@@ -1,0 +1,98 @@
+"""A session turn as its run sees it: what its genesis names, and the history built from its ancestors' journals.
+
+A turn's history is, for each ancestor from the session's first turn down to its parent, the user's message
+(the `prompt` its genesis names) and the final answer (the value its last `settle` holds, when it settled
+`ok`). Ancestors are settled runs, so a resume reads the same history a live turn read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from tether.contracts.entries import JournalEntry
+from tether.contracts.messages import Message
+from tether.contracts.protocols import JournalStore
+from tether.contracts.sessions import SessionNotFoundError, SessionStore, TurnOf
+from tether.journal.keys import GENESIS_KEY, SETTLE_KEY
+
+
+def turn_of(entries: Sequence[JournalEntry]) -> TurnOf | None:
+    """The `session` its genesis names (None: the run is no session turn)."""
+    genesis = next((e for e in entries[:2] if e.key == GENESIS_KEY and e.scope == ""), None)
+    value = genesis.value if genesis is not None and isinstance(genesis.value, dict) else {}
+    found = value.get("session")
+    return cast(TurnOf, found) if isinstance(found, dict) else None
+
+
+def answer_of(entries: Sequence[JournalEntry]) -> str | None:
+    """The run's final answer as history shows it: its `ok` settle's value (a string as is, else JSON)."""
+    settle = next((e for e in reversed(entries) if e.key == SETTLE_KEY and e.scope == ""), None)
+    value: Any = settle.value if settle is not None else None
+    if not isinstance(value, dict) or value.get("status") != "ok":
+        return None
+    answer = value.get("value")
+    return answer if isinstance(answer, str) else json.dumps(answer, sort_keys=True)
+
+
+async def history(store: JournalStore, turn: TurnOf) -> tuple[Message, ...]:
+    """The messages of `turn`'s ancestors, oldest first: each one's user prompt, then its answer if it settled ok."""
+    if turn["parent"] is None:
+        return ()
+    if not isinstance(store, SessionStore):
+        raise SessionNotFoundError(f"{type(store).__name__} holds no sessions", session=turn["session"])
+    parents = {t.run_id: t.parent for t in await store.session_turns(turn["session"])}
+    line: list[str] = []
+    at: str | None = turn["parent"]
+    while at is not None:
+        if at not in parents:
+            raise SessionNotFoundError(
+                f"turn run {at!r} of session {turn['session']!r} is not in this store (deleted?); the history of "
+                f"turn {turn['turn']} cannot be rebuilt. Branch from a turn whose line is whole.",
+                session=turn["session"], run_id=at)
+        line.append(at)
+        at = parents[at]
+    messages: list[Message] = []
+    for run_id in reversed(line):
+        entries = await store.load(run_id)
+        ancestor, answer = turn_of(entries), answer_of(entries)
+        if ancestor is None or answer is None:
+            continue  # a turn that did not settle ok (refused, failed) adds nothing to the conversation
+        messages += [Message.text("user", ancestor["prompt"]), Message.text("assistant", answer)]
+    return tuple(messages)
+
+
+def history_identity(prompt: str, messages: Sequence[Message]) -> str:
+    """The prompt as an agent's identity hashes it when the agent starts from `messages` (none: the prompt)."""
+    if not messages:
+        return prompt
+    digest = hashlib.sha256(json.dumps([m.model_dump(mode="json") for m in messages], sort_keys=True).encode())
+    return f"{prompt}\n#history:{digest.hexdigest()}"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """`ctx.session`: the session turn a run is, and the history its agents start from."""
+
+    session_id: str
+    turn: int
+    parent: str | None
+    workspace: str
+    prompt: str
+    store: JournalStore
+
+    async def history(self) -> tuple[Message, ...]:
+        """The earlier turns of this line as messages (pass them as `ctx.agent(..., history=...)`)."""
+        return await history(self.store, TurnOf(session=self.session_id, turn=self.turn, parent=self.parent,
+                                                workspace=self.workspace, prompt=self.prompt))
+
+
+def turn_context(store: JournalStore, entries: Sequence[JournalEntry]) -> TurnContext | None:
+    found = turn_of(entries)
+    if found is None:
+        return None
+    return TurnContext(session_id=found["session"], turn=found["turn"], parent=found["parent"],
+                       workspace=found["workspace"], prompt=found["prompt"], store=store)
