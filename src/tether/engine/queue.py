@@ -93,7 +93,7 @@ async def enqueue(
                     run_id=run_id,
                 )
     else:
-        genesis = genesis_entry(clock(), wf.name, args_json, opts)
+        genesis = genesis_entry(clock(), wf.name, args_json, opts, code_hash=wf.code_hash)
         genesis.seq = 1
         chained([], genesis)
     now = clock()
