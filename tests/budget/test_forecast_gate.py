@@ -101,9 +101,19 @@ def test_suspend_parks_the_run_with_its_forecast_and_the_cli_approves_it(engine_
     text = cli("estimate", "forecast_kit:research", "--args", json.dumps(ARGS), env=env).stdout
     assert "P95" in text and "from 20 runs" in text
 
+    listed = cli("runs", "--store", url, env={**env, "COLUMNS": "200"}).stdout
+    row = next(line for line in listed.splitlines() if line.split()[1:2] == ["s"])
+    assert "forecast p95" in listed and f"{f.p95_usd:.6g}"[:5] in row and "over" in row, listed
+    runs_json = json.loads(cli("runs", "--json", "--store", url, env=env).stdout)
+    judged = next(r for r in runs_json if r["run_id"] == "s")["forecast"]
+    assert judged["p95_usd"] == f.p95_usd and judged["over"] is True and judged["gate"] == "suspend"
     inspected = json.loads(cli("inspect", "s", "--json", "--store", url, env=env).stdout)
     waiting = next(e for e in inspected if e["kind"] == "external")
     assert waiting["value"]["forecast"]["cost_usd"]["p95"] == f.p95_usd and waiting["value"]["forecast"]["over"]
+    refused = cli("run", "forecast_kit:research", "--args", json.dumps(ARGS), "--budget", "0.001", "--run-id", "r",
+                  "--forecast-gate", "refuse", env=env)
+    assert refused.returncode == 1 and "error (forecast-refused): forecast refused run 'r'" in refused.stderr
+    assert "r" not in [r["run_id"] for r in json.loads(cli("runs", "--json", "--store", url, env=env).stdout)]
     wrong = cli("resolve", "s", "forecast", "yes", "--store", url, env=env)
     assert wrong.returncode == 2, wrong.stdout + wrong.stderr
     approved = cli("resolve", "s", "forecast", "approve", "--store", url, env=env)
@@ -119,4 +129,16 @@ async def test_forecast_gate_takes_refuse_or_suspend(engine_for: Any) -> None:
     engine = engine_for(stochastic_model(14))
     with pytest.raises(tether.ConfigError, match="forecast_gate must be one of 'refuse', 'suspend'"):
         engine.start(research, ARGS, forecast_gate="park")  # type: ignore[typeddict-item]
+    await engine.close()
+
+
+async def test_abandoning_the_forecast_suspension_cancels_the_run_without_a_call(engine_for: Any) -> None:
+    engine = engine_for(stochastic_model(15))
+    f = await _history(engine, 6)
+    assert f.p95_usd is not None
+    parked = await engine.run(research, ARGS, run_id="x", budget_usd=f.p95_usd / 3, forecast_gate="suspend")
+    assert parked.status == "suspended" and parked.pending == ["forecast"]
+    assert await engine.abandon("x", "forecast", "too dear")
+    out = await engine.resume("x", research)
+    assert out.status == "cancelled" and out.cost.provider_calls == 0
     await engine.close()

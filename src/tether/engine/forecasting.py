@@ -103,6 +103,44 @@ class Forecast(BaseModel):
         return f"P50 {usd(c.p50)} / P90 {usd(c.p90)} / P95 {usd(c.p95)} USD (from {rest})"
 
 
+class JudgedForecast(BaseModel):
+    """The forecast a `forecast_gate` judged a run by (journaled in its genesis, kept in its meta): `tether runs`
+    and the inspector show it beside the ceiling."""
+
+    model_config = ConfigDict(frozen=True)
+
+    gate: str
+    over: bool
+    """Its P95 was over `limit_usd` (under "suspend" the run parked for an operator's approval)."""
+    limit_usd: float | None = None
+    p50_usd: float | None = None
+    p90_usd: float | None = None
+    p95_usd: float | None = None
+    runs: int = 0
+    enough: bool = False
+
+    @classmethod
+    def of(cls, genesis_value: Any) -> JudgedForecast | None:
+        """The judged forecast in a genesis value (None: the run had no `forecast_gate`)."""
+        f = genesis_value.get("forecast") if isinstance(genesis_value, dict) else None
+        if not isinstance(f, dict):
+            return None
+        raw = f.get("cost_usd")
+        cost: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        return cls(gate=str(f.get("gate")), over=bool(f.get("over")), limit_usd=f.get("limit_usd"),
+                   p50_usd=cost.get("p50"), p90_usd=cost.get("p90"), p95_usd=cost.get("p95"),
+                   runs=int(f.get("runs") or 0), enough=bool(f.get("enough")))
+
+
+def forecast_meta(index: JournalIndex) -> dict[str, Any]:
+    """What a run's meta keeps of the forecast its genesis was judged by (`{"forecast": ...}`, or nothing)."""
+    from tether.engine.options import genesis_of
+
+    genesis = genesis_of(index.entries[:1])
+    judged = JudgedForecast.of(genesis.value) if genesis is not None else None
+    return {"forecast": judged.model_dump(mode="json")} if judged is not None else {}
+
+
 class ForecastRefusedError(TetherError):
     """`forecast_gate="refuse"`: the run's forecast P95 exceeds what it may spend; nothing was written."""
 

@@ -28,7 +28,7 @@ from tether.engine.agent_call import AgentCall
 from tether.engine.budget_suspension import budget_closers, can_park, open_budget_suspensions, park_entry
 from tether.engine.ctx import Ctx
 from tether.engine.events import EventStream
-from tether.engine.forecasting import SETTLED_COST, settled_cost, started_code
+from tether.engine.forecasting import SETTLED_COST, forecast_meta, settled_cost, started_code
 from tether.engine.forecasting import gate as forecast_gate
 from tether.engine.forecasting import hold as forecast_hold
 from tether.engine.frame import CURRENT_FRAME, Frame
@@ -172,7 +172,7 @@ async def _drive(
                 created_at=meta.created_at if meta else now,
                 updated_at=now,
                 segments=(meta.segments + 1) if meta else 1,
-                **{**kept_meta(meta), "code_hash": started_code(seg.index, wf)},
+                **{**kept_meta(meta), "code_hash": started_code(seg.index, wf), **forecast_meta(seg.index)},
             )
             await seg.journal.put_meta(live_meta)
         c = opts.containment
