@@ -142,3 +142,34 @@ async def test_abandoning_the_forecast_suspension_cancels_the_run_without_a_call
     out = await engine.resume("x", research)
     assert out.status == "cancelled" and out.cost.provider_calls == 0
     await engine.close()
+
+
+def pg_digest(dsn: str, schema: str) -> str:
+    """Every row of every table of the store's schema."""
+    import psycopg
+
+    h = hashlib.sha256()
+    with psycopg.connect(dsn) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", (schema,))]
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{schema}"."{table}" ORDER BY 1'):
+                h.update(repr(row).encode())
+    return h.hexdigest()
+
+
+async def test_on_postgresql_refuse_judges_against_a_scopes_remaining_budget_and_writes_nothing(
+    pg_dsn: str, pg_schema: str,
+) -> None:
+    url = f"{pg_dsn}?schema={pg_schema}"
+    engine = tether.Engine(models=[stochastic_model(16)], routing={"loop": "fake:m"}, store=url)
+    f = await _history(engine, 8)
+    assert f.p95_usd is not None
+    scope = tether.Budget(usd=f.p95_usd * 0.8, window="day", scope="tenant:acme")
+    before = pg_digest(pg_dsn, pg_schema)
+    with pytest.raises(tether.ForecastRefusedError) as refused:  # no ceiling of its own: the scope's left binds
+        await engine.run(research, ARGS, run_id="big", forecast_gate="refuse", budgets=[scope])
+    assert pg_digest(pg_dsn, pg_schema) == before
+    assert refused.value.data["against"] == "what budget scope 'tenant:acme' has left"
+    assert refused.value.data["limit_usd"] == pytest.approx(f.p95_usd * 0.8)
+    await engine.close()
