@@ -73,5 +73,5 @@ def resolve_workflow(workflows: dict[str, Workflow], wf: Workflow | Body | str) 
             raise ConfigError(f"no workflow named {wf!r} is registered; known: {sorted(workflows)}")
         return workflows[wf]
     w = as_workflow(wf)
-    workflows.setdefault(w.name, w)
-    return w
+    known = workflows.setdefault(w.name, w)
+    return known if known.fn is w.fn else w  # the same function: its registered wrapper (its code hash is cached)
