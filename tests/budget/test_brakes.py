@@ -168,3 +168,17 @@ def test_stop_reasons_say_which_are_brakes() -> None:
     assert brakes == {tether.StopReason.IDENTICAL_TOOL_CALLS, tether.StopReason.SPEND_RATE,
                       tether.StopReason.REPEATED_SPAWN}
     assert not any(r.is_ceiling for r in brakes)
+
+
+async def test_an_agent_sets_its_own_identical_call_limit(engine_for: Any, tmp_path: Path) -> None:
+    log = tmp_path / "requests.log"
+    engine = engine_for(looping_model(str(log), alternate=True))
+    poll = poll_tool()
+
+    @tether.workflow(name="own")
+    async def own(ctx: tether.Ctx) -> Any:
+        return await ctx.agent("wait for job 42", tools=[poll], max_identical_tool_calls=1)
+
+    out = await engine.run(own, run_id="own", budget_usd=5.0, max_identical_tool_calls=10)  # the agent's wins
+    assert out.error is not None and out.error.data["evidence"]["limit"] == 1 and len(sent(log)) == 3
+    await engine.close()

@@ -143,7 +143,7 @@ class AgentCall:
             permissions=services.permissions,
             exposure_wait=options.get("exposure_wait", False),
             opening=Message.text("user", prompt),
-            max_identical_tool_calls=seg.max_identical_tool_calls,
+            max_identical_tool_calls=_first(options.get("max_identical_tool_calls"), seg.max_identical_tool_calls),
         )
         depth = frame.depth + 1
         if found.running is None:
@@ -586,6 +586,12 @@ class _Loop:
 
 _NOT_STOPPING = frozenset({StopReason.EXPOSURE_CAP, StopReason.EXPOSURE_DRAINED, StopReason.IN_FLIGHT})
 """Budget errors that stop nothing for good: the in-flight exposure cap is not a ceiling."""
+
+
+def _first(given: int | None, default: int | None) -> int | None:
+    if given is not None and (type(given) is not int or given < 1):
+        raise ConfigError(f"max_identical_tool_calls must be a whole number >= 1, got {given!r}")
+    return given if given is not None else default
 
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:

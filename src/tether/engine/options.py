@@ -134,6 +134,8 @@ class AgentOptions(TypedDict, total=False):
     loop: AgentLoop | None
     """A foreign loop (`tether.AgentLoop`) that drives this invocation instead of tether's own, through the
     `LoopSession` it is handed (docs/internals.md, "Extension seams"); `max_turns` binds it only when given."""
+    max_identical_tool_calls: int | None
+    """This agent's identical-call brake (default: the run's `max_identical_tool_calls`); docs/budgets.md."""
 
 
 AGENT_OPTION_NAMES = frozenset(AgentOptions.__annotations__)
