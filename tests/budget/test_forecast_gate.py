@@ -125,10 +125,12 @@ def test_suspend_parks_the_run_with_its_forecast_and_the_cli_approves_it(engine_
     assert doc["status"] in ("ok", "exhausted") and doc["pending"] == [] and doc["cost"]["provider_calls"] >= 1
 
 
-async def test_forecast_gate_takes_refuse_or_suspend(engine_for: Any) -> None:
+async def test_forecast_gate_takes_refuse_or_suspend_and_judges_no_queued_run(engine_for: Any) -> None:
     engine = engine_for(stochastic_model(14))
     with pytest.raises(tether.ConfigError, match="forecast_gate must be one of 'refuse', 'suspend'"):
         engine.start(research, ARGS, forecast_gate="park")  # type: ignore[typeddict-item]
+    with pytest.raises(tether.ConfigError, match="a queued run is not judged"):
+        await engine.enqueue(research, ARGS, forecast_gate="refuse")
     await engine.close()
 
 
