@@ -302,7 +302,7 @@ class _AgentLoop:
             return await self._brake(calls[0], state.no_progress, self.spec.no_progress_turns, "no-progress")
         limit = self.spec.max_identical_tool_calls
         if limit is not None:
-            repeated = self._count_calls(calls, limit)
+            repeated = self._count_calls([c for c in calls if c.id not in (prefilled or {})], limit)
             if repeated is not None:
                 return await self._brake(repeated, state.call_counts[_call_key(repeated)], limit,
                                          "identical-tool-calls")
