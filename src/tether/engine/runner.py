@@ -48,6 +48,7 @@ from tether.journal.cost import (
     BUDGET_RAISED,
     ORPHANS_SETTLED,
     UNPRICED_ALLOWED,
+    CostReport,
     decision_name,
     fold_cost,
     money_entries,
@@ -416,29 +417,32 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
             status, error, value = "error", exc, None
     last = seg.index.last_settle()
     last_status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
-    if not seg.dry_run and (seg.journal.appended or seg.journal.deferred or last_status != status):
-        await seg.journal.append(
-            JournalEntry(
-                kind="decision",
-                key=SETTLE_KEY,
-                ordinal=seg.index.next_ordinal("", SETTLE_KEY),
-                label="settle",
-                started_at=seg.services.clock(),
-                value={
-                    "decision": "settle",
-                    "status": status,
-                    "value": stored_value,
-                    "error": settled_error(error),
-                    "pending": pending,
-                    "dropped": _dropped_json(seg),
-                    **settle_members(seg.index),
-                },
+    cost: CostReport | None = None
+    if not seg.dry_run:
+        if seg.journal.appended or seg.journal.deferred or last_status != status:
+            await seg.journal.append(
+                JournalEntry(
+                    kind="decision",
+                    key=SETTLE_KEY,
+                    ordinal=seg.index.next_ordinal("", SETTLE_KEY),
+                    label="settle",
+                    started_at=seg.services.clock(),
+                    value={
+                        "decision": "settle",
+                        "status": status,
+                        "value": stored_value,
+                        "error": settled_error(error),
+                        "pending": pending,
+                        "dropped": _dropped_json(seg),
+                        **settle_members(seg.index),
+                    },
+                )
             )
-        )
-    cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all a cost fold reads
-    if not seg.dry_run and meta is not None:
-        await seg.journal.put_meta(meta.model_copy(update={
-            "status": status, "updated_at": seg.services.clock(), SETTLED_COST: settled_cost(cost)}))
+        if meta is not None:  # with the cost report's figures, for forecasts (engine/forecasting.py)
+            cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))
+            await seg.journal.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.services.clock(),
+                                                               SETTLED_COST: settled_cost(cost)}))
+    cost = cost or fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all it reads
     orphaned = [r.idempotency_key for r in await orphans(seg.journal.store, seg.run_id)]
     return RunOutcome(
         run_id=seg.run_id,
