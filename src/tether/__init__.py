@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from tether.engine.ctx import BranchOutcome, Ctx
     from tether.engine.engine import Engine
     from tether.engine.event_log import read_events
+    from tether.engine.forecasting import Forecast, ForecastRefusedError
     from tether.engine.fork_preview import ForkPreview
     from tether.engine.handle import RunHandle
     from tether.engine.memory import Memory
@@ -129,6 +130,8 @@ _EXPORTS: dict[str, str] = {
     "SessionOptions": "tether.engine.sessions",
     "Turn": "tether.engine.sessions",
     "read_events": "tether.engine.event_log",
+    "Forecast": "tether.engine.forecasting",
+    "ForecastRefusedError": "tether.engine.forecasting",
     "ForkPreview": "tether.engine.fork_preview",
     "DeleteReport": "tether.engine.retention",
     "SweepReport": "tether.engine.retention",
@@ -198,6 +201,8 @@ __all__ = [
     "EventLogError",
     "FinalizationReserve",
     "FinalizationWindow",
+    "Forecast",
+    "ForecastRefusedError",
     "ForkPreview",
     "InvalidResolutionError",
     "JournalCompatibilityError",

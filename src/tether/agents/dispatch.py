@@ -195,7 +195,8 @@ def _estimate(
 
 def budget_error(exc: BudgetExhaustedError, stage: Stage) -> AgentError:
     """A budget refusal as an `AgentError`, keeping the refusal's typed `reason`."""
-    return AgentError(kind="budget", message=exc.message, reason=StopReason.parse(exc.data.get("reason")), stage=stage)
+    return AgentError(kind="budget", message=exc.message, reason=StopReason.parse(exc.data.get("reason")), stage=stage,
+                      evidence=exc.data.get("evidence"))
 
 
 def fired_cause(budget: Signal) -> StopReason:

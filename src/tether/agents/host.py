@@ -47,6 +47,9 @@ class AgentSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     schema_retries: int = 2
     no_progress_turns: int = 3
+    """The identical-call brake's default: the same tool batch asked for again this many turns in a row stops."""
+    max_identical_tool_calls: int | None = None
+    """The identical-call brake: a tool call (canonically equal arguments) asked for more often than this stops."""
     tool_budget: Any = None
     """A `tether.ToolBudget` or None (see docs/tool-budgets.md)."""
     label: str | None = None

@@ -134,6 +134,8 @@ class _AgentLoop:
 
     async def run(self) -> AgentResult:
         state = self.state
+        if state.braked is not None:  # a brake stopped it before a crash: it stops there again, paying nothing
+            return self._braked(state.braked)
         while True:
             if self.signal is not None and self.signal.aborted:
                 return self._finish("cancelled", reason="cancelled")
@@ -322,7 +324,13 @@ class _AgentLoop:
         state.no_progress = prior + 1 if key == state.last_batch_key else 0
         state.last_batch_key = key
         if self._stalled():
-            return self._finish("limit", reason="no-progress")
+            return await self._brake(calls[0], state.no_progress, self.spec.no_progress_turns, "no-progress")
+        limit = self.spec.max_identical_tool_calls
+        if limit is not None:
+            repeated = self._count_calls([c for c in calls if c.id not in (prefilled or {})], limit)
+            if repeated is not None:
+                return await self._brake(repeated, state.call_counts[_call_key(repeated)], limit,
+                                         "identical-tool-calls")
         state.pending = PendingBatch(
             turn=state.turns,
             calls=calls,
@@ -339,8 +347,38 @@ class _AgentLoop:
             state.no_progress = prior + 1
         await self.host.save_checkpoint(state)  # an expiry is acted on by the next loop iteration
         if self._stalled():
-            return self._finish("limit", reason="no-progress")
+            return await self._brake(calls[0], state.no_progress, self.spec.no_progress_turns, "no-progress")
         return None
+
+    def _count_calls(self, calls: list[ToolCallPart], limit: int) -> ToolCallPart | None:
+        """Count the batch's calls (by tool and canonical args); the first one asked for more than `limit` times."""
+        counts = self.state.call_counts
+        for call in calls:
+            k = _call_key(call)
+            counts[k] = n = counts.get(k, 0) + 1
+            if n > limit:
+                return call
+        return None
+
+    async def _brake(self, call: ToolCallPart, count: int, limit: int, how: str) -> AgentResult:
+        """The identical-call brake: journaled in the checkpoint first, so a resume stops here again unpaid."""
+        consecutive = how == "no-progress"
+        self.state.braked = {
+            "reason": StopReason.IDENTICAL_TOOL_CALLS.value, "how": how,
+            "message": (f"runaway brake: the agent asked for the same tool call {call.name}({_args_text(call)}) "
+                        + (f"{count + 1} turns in a row" if consecutive else f"{count} times (the limit is {limit})")
+                        + "; it stopped before running it again. Change the prompt or what the tool answers"
+                        + ("." if consecutive else ", or raise max_identical_tool_calls= for a loop that is meant.")),
+            "evidence": {"tool": call.name, "args": call.args, "count": count + 1 if consecutive else count,
+                         "limit": limit, "consecutive": consecutive},
+        }
+        await self.host.save_checkpoint(self.state)
+        return self._braked(self.state.braked)
+
+    def _braked(self, braked: dict[str, Any]) -> AgentResult:
+        error = AgentError(kind="budget", message=str(braked.get("message") or "runaway brake"),
+                           reason=StopReason.parse(braked.get("reason")), evidence=braked.get("evidence"))
+        return self._finish("limit", error=error, reason=str(braked.get("how") or "brake"))
 
     async def _on_expiry(self) -> AgentResult:
         """Tool budget expiry: settle `limit`, after the reserve's one tool-less summary turn if set."""
@@ -414,6 +452,15 @@ class _AgentLoop:
             error=error,
             tool_budget=self.gate.summary(limited=limited),
         )
+
+
+def _call_key(call: ToolCallPart) -> str:
+    return content_key([call.name, call.args])
+
+
+def _args_text(call: ToolCallPart, limit: int = 120) -> str:
+    text = canonical_json(to_jsonable(call.args)).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _validation_reason(issues: list[Issue]) -> str:

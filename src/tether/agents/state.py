@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from tether.contracts.messages import Message, ToolCallPart, ToolResultPart
 from tether.contracts.records import Record
@@ -80,6 +80,11 @@ class LoopState(Record):
     tool_budget: ToolBudgetState = field(default_factory=ToolBudgetState)
     compactions: int = 0
     """Context compactions applied to `messages` (each a journaled `context-compaction` decision)."""
+    call_counts: dict[str, int] = field(default_factory=dict)
+    """Tool calls asked for so far by content key (tool and canonical args); kept only under
+    `max_identical_tool_calls`."""
+    braked: dict[str, Any] | None = None
+    """A runaway brake that stopped this invocation (its reason and evidence): a resume stops on it again."""
 
     @classmethod
     def start(cls, prompt: str, opening: Message | None = None, history: Sequence[Message] = ()) -> LoopState:

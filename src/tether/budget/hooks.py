@@ -34,8 +34,8 @@ UnpricedListener = Callable[[str], None]
 class AccountHooks:
     """Budget hooks for one agent invocation over its price book, tally, gate and budgets across runs."""
 
-    __slots__ = ("_expected", "_grants", "_next_grant", "allow_unpriced", "book", "gate", "on_debit", "on_unpriced",
-                 "spend", "strict_pricing", "tenant")
+    __slots__ = ("_expected", "_grants", "_next_grant", "allow_unpriced", "book", "brake", "gate", "on_debit",
+                 "on_unpriced", "spend", "strict_pricing", "tenant")
 
     def __init__(
         self,
@@ -56,8 +56,11 @@ class AccountHooks:
         run_id: str = "",
         tenant: TenantGate | None = None,
         free: bool = False,
+        brake: Callable[[], None] | None = None,
     ) -> None:
         self.book = PriceBook(price_of, calibration, free=free)
+        self.brake = brake
+        """The run's spend-rate brake, judged before each turn (None: off)."""
         self.spend = SpendTally()
         self.gate = HoldGate(account, self.book, hold=hold, exposure=exposure, tokens=tokens, token_hold=token_hold,
                              hard=hard, wait_s=wait_s, run_id=run_id)
@@ -150,6 +153,8 @@ class AccountHooks:
     # -- the gate (BudgetHooks) ------------------------------------------------------------------------
     def before_turn(self) -> None:
         self.gate.before_turn()
+        if self.brake is not None:
+            self.brake()
 
     def expect_input(self, served_by: str, est_input: int) -> None:
         """The next call's raw input estimate, so its billed input can calibrate later estimates."""

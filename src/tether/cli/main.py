@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "tether.cli.audit_commands",
     "tether.cli.retention_commands",
     "tether.cli.session_commands",
+    "tether.cli.estimate_command",
 )
 
 

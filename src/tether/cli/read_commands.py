@@ -50,15 +50,18 @@ def runs(
         emit_json([{**m.model_dump(mode="json", exclude={"args"}), **_spend(m, c)} for m, c in found])
         return
     orphans = any(c.orphaned_usd or c.orphaned_calls for _, c in found)
+    forecasts = [_forecast(m) for m, _ in found]
+    judged = any(f is not None for f in forecasts)
     columns = [Column("run id"), Column("workflow", drop=2), Column("status"), Column("spent", justify="right"),
                *([Column("orphaned", justify="right")] if orphans else []), Column("budget", justify="right"),
+               *([Column("forecast p95", drop=3, justify="right")] if judged else []),
                Column("segments", drop=1, justify="right")]
     rows = []
-    for m, c in found:
+    for (m, c), f in zip(found, forecasts, strict=True):
         budget = _spend(m, c)["budget_usd"]
         rows.append([esc(m.run_id), esc(m.workflow), esc(m.status), usd(c.spent_usd),
                      *([usd(c.orphaned_usd) if c.orphaned_usd else ""] if orphans else []),
-                     "-" if budget is None else usd(budget), str(m.segments)])
+                     "-" if budget is None else usd(budget), *([f or "-"] if judged else []), str(m.segments)])
     con = console()
     print_fitted(con, fit(con, columns, rows, wide=wide))
     for m, _ in found:
@@ -68,6 +71,19 @@ def runs(
     if orphans:
         con.print("[dim]orphaned: calls a crash cut off, at their worst case; spent + orphaned counts against the "
                   "budget (tether cost RUN_ID itemizes it)[/dim]")
+
+
+def _forecast(meta: RunMeta) -> str | None:
+    """The P95 of the forecast a `forecast_gate` judged the run by (`over` when it was over its limit)."""
+    from tether.engine.forecasting import JudgedForecast
+
+    raw = (meta.model_extra or {}).get("forecast")
+    if not isinstance(raw, dict):
+        return None
+    f = JudgedForecast.model_validate(raw)
+    if not f.enough or f.p95_usd is None:
+        return "too few runs"
+    return usd(f.p95_usd) + (" over" if f.over else "")
 
 
 def _spend(meta: RunMeta, report: CostReport) -> dict[str, float | None]:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from tether.contracts.entries import RunMeta
     from tether.engine.engine import Engine
     from tether.engine.handle import RunHandle
-    from tether.engine.options import OnExhausted, Overshoot
+    from tether.engine.options import ForecastGate, OnExhausted, Overshoot
     from tether.engine.outcome import RunOutcome
     from tether.engine.workflow import Workflow
 
@@ -109,6 +109,12 @@ def run(
                      "(tether resolve RUN budget:N USD, or tether resume RUN --raise-budget USD), then its stopped "
                      "agents continue from their checkpoints."),
     ] = None,
+    forecast_gate: Annotated[
+        str | None,
+        typer.Option("--forecast-gate", metavar="refuse|suspend", help="Judge the run by its forecast first (tether "
+                     "estimate): refuse it when its P95 exceeds the ceiling (nothing written), or suspend it until "
+                     "`tether resolve RUN forecast approve`."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run MODULE:WORKFLOW with --args under an optional --budget; an existing --run-id continues that run.
@@ -124,6 +130,13 @@ def run(
     if on_exhausted is not None and on_exhausted not in ON_EXHAUSTED_MODES:
         usage(f"--on-exhausted must be one of {', '.join(ON_EXHAUSTED_MODES)}, got {on_exhausted!r}")
     when_exhausted: OnExhausted | None = on_exhausted
+    from tether.engine.options import FORECAST_GATES
+
+    if forecast_gate is not None and forecast_gate not in FORECAST_GATES:
+        usage(f"--forecast-gate must be one of {', '.join(FORECAST_GATES)}, got {forecast_gate!r}")
+    gate: ForecastGate | None = forecast_gate
+    if gate is not None and queue is not None:
+        usage("--forecast-gate judges a run started here; a queued run is not judged (docs/budgets.md)")
     resolved = resolve(app=app_target, workflow=target, store=store)
     wf = resolved.workflow
     assert wf is not None
@@ -145,7 +158,7 @@ def run(
                     _same_run(meta, wf, parsed, "run")
             handle = engine.start(wf, parsed, run_id=run_id, budget_usd=budget, event_log=events,
                                   allow_unpriced=allow_unpriced or None, overshoot=mode,
-                                  on_exhausted=when_exhausted)
+                                  on_exhausted=when_exhausted, forecast_gate=gate)
             outcome = await watch(handle, progress, json_out)
             return Ended(outcome, await _ceiling(engine, outcome.run_id, budget), await _hints(engine, outcome))
         finally:

@@ -32,6 +32,8 @@ class AgentError(BaseModel):
     """For an `output-floor` refusal: which ceiling left too little (a USD account, or the tree's tokens)."""
     stage: Stage | None = None
     issues: list[dict[str, Any]] | None = None
+    evidence: dict[str, Any] | None = None
+    """A runaway brake's evidence (`reason.is_brake`): the repeated call and its count, or the measured rate."""
 
 
 class ToolBudgetSummary(BaseModel):

@@ -31,6 +31,12 @@ class StopReason(StrEnum):
     """The stream ended cancelled with no ceiling fired (not a ceiling)."""
     SESSION_CEILING = "session-ceiling"
     """A session's USD ceiling across its turns (`engine.session(..., budget_usd=...)`) cannot cover the turn."""
+    IDENTICAL_TOOL_CALLS = "identical-tool-calls"
+    """Runaway brake: an agent asked for the same tool call (canonically equal arguments) past its limit."""
+    SPEND_RATE = "spend-rate"
+    """Runaway brake: the run's spend over the last minute passed `max_spend_rate_usd_per_min`."""
+    REPEATED_SPAWN = "repeated-spawn"
+    """Runaway brake: an orchestrator spawned a child goal again after it had finished."""
 
     @classmethod
     def parse(cls, value: object) -> StopReason | None:
@@ -49,9 +55,15 @@ class StopReason(StrEnum):
         """Whether a ceiling stopped the work for good: the same money decides the same way on resume."""
         return self not in _NOT_CEILINGS
 
+    @property
+    def is_brake(self) -> bool:
+        """A runaway brake (not a ceiling: more money does not release it); its stop replays on every resume."""
+        return self in _BRAKES
 
+
+_BRAKES = frozenset({StopReason.IDENTICAL_TOOL_CALLS, StopReason.SPEND_RATE, StopReason.REPEATED_SPAWN})
 _NOT_CEILINGS = frozenset({
     StopReason.IN_FLIGHT, StopReason.EXPOSURE_CAP, StopReason.EXPOSURE_DRAINED, StopReason.PROVIDER_CANCELLED,
-})
+}) | _BRAKES
 
 __all__ = ["StopReason"]

@@ -149,6 +149,7 @@ class AgentCall:
             opening=Message.text("user", prompt),
             context=options.get("context"),
             history=history,
+            max_identical_tool_calls=_first(options.get("max_identical_tool_calls"), seg.max_identical_tool_calls),
         )
         depth = frame.depth + 1
         if found.running is None:
@@ -222,6 +223,7 @@ class AgentCall:
             allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
             hard=seg.hard_ceiling, wait_s=seg.services.dispatch_wait_s, run_id=seg.run_id,
             tenant=self._budgets_across_runs(), free=free,
+            brake=seg.check_brakes if seg.spend_rate is not None or seg.max_repeated_spawns is not None else None,
         )
 
     def _budgets_across_runs(self) -> TenantGate | None:
@@ -342,6 +344,23 @@ class AgentCall:
         except Refusal as refusal:
             await self.refused(frame, spawn_refusal_key(k), refusal.label, goal)
             raise refusal_error(refusal) from None
+
+    def repeated_spawn(self, frame: Frame, goal: str) -> dict[str, Any] | None:
+        """The repeated-spawn brake (`max_repeated_spawns`): the evidence when the orchestrator of `frame` spawns a
+        goal that already finished more often than allowed (its next turn then stops); None: it may spawn."""
+        limit, parent = self.seg.max_repeated_spawns, frame.agent_id
+        if limit is None or parent is None:
+            return None
+        children = {e.value.get("child_agent_id") for e in self.seg.index.entries if e.kind == "tree"
+                    and e.label == "spawn" and isinstance(e.value, dict) and e.value.get("parent_agent_id") == parent
+                    and e.value.get("detail") == goal[:500]}
+        finished = sum(1 for e in self.seg.index.entries if e.kind == "agent" and e.ref is not None
+                       and e.agent_id in children)
+        if finished <= limit:
+            return None
+        evidence = {"goal": goal[:500], "finished": finished, "limit": limit, "orchestrator": parent}
+        self.seg.spawn_brakes[parent] = evidence
+        return evidence
 
     async def refused(self, frame: Frame, key: str, label: CapLabel, goal: str) -> None:
         """Journal a `spawn_refused` fact with its cap label (once: a resumed run reads it back)."""
@@ -517,6 +536,7 @@ class AgentCall:
                 error=err,
                 reason=err.reason,  # typed, as every refusal carries it (a caught one, a settled run's)
                 stage=err.stage,
+                evidence=err.evidence,
                 agent_id=running.agent_id,
                 output=result.output,
                 usage=result.usage,
@@ -541,6 +561,8 @@ class AgentCall:
         """How to go on after a ceiling stopped an agent: what the run has spent (settled and orphaned), and
         how to raise the ceiling. Nothing for the exposure cap (not a ceiling) or a message that says it."""
         reason = stop_reason(err.kind, err.reason, err.message)
+        if reason is not None and reason.is_brake:
+            return f" (evidence: {err.evidence})" if err.evidence else ""
         if reason is StopReason.TOKEN_CEILING or err.limited_by == "tokens":  # a USD figure would mislead
             return ". Raise Containment(max_tokens=...) for the next run, or lower max_output_tokens=."
         acct = frame.account.binding()
@@ -570,6 +592,12 @@ class _Loop:
 
 _NOT_STOPPING = frozenset({StopReason.EXPOSURE_CAP, StopReason.EXPOSURE_DRAINED, StopReason.IN_FLIGHT})
 """Budget errors that stop nothing for good: the in-flight exposure cap is not a ceiling."""
+
+
+def _first(given: int | None, default: int | None) -> int | None:
+    if given is not None and (type(given) is not int or given < 1):
+        raise ConfigError(f"max_identical_tool_calls must be a whole number >= 1, got {given!r}")
+    return given if given is not None else default
 
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:

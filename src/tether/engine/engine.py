@@ -15,11 +15,10 @@ from ulid import ULID
 
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.contracts.errors import ConfigError
-from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.prices import Price
 from tether.contracts.protocols import ChatModel, ClosableModel, JournalStore
 from tether.contracts.schedules import Schedule
-from tether.engine import forks, operator, reads, retention, schedules, sessions
+from tether.engine import forecast, forks, operator, reads, retention, schedules, sessions
 from tether.engine import options as run_options
 from tether.engine import queue as run_queue
 from tether.engine.checkpoint import AgentTranscript
@@ -157,6 +156,7 @@ class Engine:
             workflow_model=self.workflow_models.get, price_of=self.price_of, tool_runner=self.tool_runner,
             permissions=self.permissions, max_spawns=lim.max_spawns, dispatch_wait_s=lim.dispatch_wait_s,
             concurrency=lim.concurrency, lease_ttl_s=lim.lease_ttl_s, return_types=self._return_types,
+            forecast_preview=forecast.preview_cost,
         )
 
     async def run(self, wf: WorkflowRef, args: Args = None, **options: Unpack[StartOptions]) -> RunOutcome:
@@ -274,13 +274,13 @@ class Engine:
 
     async def cost(self, run_id: str) -> CostReport:
         return fold_cost(await self.inspect(run_id))
+    forecast = forecast.forecast  # P50/P90/P95 of a run's cost, calls, tokens from past runs (engine/forecast.py)
 
     async def diff(self, run_a: str, run_b: str) -> RunDiff:
         """Two runs' agent calls side by side (a fork beside its source): outputs, models and cost."""
         return await reads.diff(self, run_a, run_b)
 
-    async def agent_events(self, run_id: str) -> list[AgentEvent]:
-        return await reads.agent_events(self, run_id)
+    agent_events = reads.agent_events  # the agent events folded from the journal (engine/reads.py)
 
     async def agent_tree(self, run_id: str) -> TreeReport:
         """The agent tree (agents, parents, status, tokens, cost, refusals) rebuilt from the store."""
@@ -290,8 +290,7 @@ class Engine:
         """Agent `agent_id`'s conversation as its last checkpoint holds it (read back from the store)."""
         return await reads.transcript(self, run_id, agent_id)
 
-    async def effect_ledger(self, run_id: str) -> list[ToolEffectRecord]:
-        return await reads.effect_ledger(self, run_id)
+    effect_ledger = reads.effect_ledger  # the run's tool effect ledger rows (engine/reads.py)
 
     async def export(self, run_id: str, path: str | os.PathLike[str], *, sign_key: str | os.PathLike[str] | None = None,
                      allow_unchained: bool = False) -> Path:

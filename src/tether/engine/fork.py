@@ -180,7 +180,7 @@ async def plan_fork(
     copies, seq_map = copy_journal(source, at)
     lineage = Lineage(forked_from=source_id, at=at, reused_through=len(copies) + 1, models=dict(models),
                       seq_map=seq_map)
-    genesis = genesis_entry(now, wf.name, args_json, opts)
+    genesis = genesis_entry(now, wf.name, args_json, opts, code_hash=wf.code_hash)
     genesis.value[FORK_MEMBER] = lineage.to_json()
     genesis.seq = 1
     meta = RunMeta(run_id=new_id, workflow=wf.name, status="running", args_hash=args_hash(args_json), args=args_json,

@@ -32,6 +32,8 @@ Overshoot = Literal["hard", "bounded"]
 OVERSHOOT_MODES: tuple[Overshoot, ...] = get_args(Overshoot)
 OnExhausted = Literal["exhausted", "suspend"]
 ON_EXHAUSTED_MODES: tuple[OnExhausted, ...] = get_args(OnExhausted)
+ForecastGate = Literal["refuse", "suspend"]
+FORECAST_GATES: tuple[ForecastGate, ...] = get_args(ForecastGate)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,18 @@ class RunOptions(TypedDict, total=False):
     budgets: Sequence[Budget] | None
     """`tether.Budget`s across runs (a scope's USD per window, shared by every run and worker on the
     PostgreSQL store); each call reserves its worst case on them before it leaves (docs/budgets.md)."""
+    forecast_gate: ForecastGate | None
+    """Judge the run by its forecast before it starts (`engine.forecast`): `"refuse"` raises
+    `tether.ForecastRefusedError` before anything is written when its P95 exceeds the ceiling or a budget's
+    remaining USD; `"suspend"` parks it on a `forecast` suspension until an operator approves (docs/budgets.md)."""
+    max_identical_tool_calls: int | None
+    """Runaway brake: an agent asking for the same tool with canonically equal arguments more than this many
+    times stops (`StopReason.IDENTICAL_TOOL_CALLS`). Default: off (three identical turns in a row still stop)."""
+    max_spend_rate_usd_per_min: float | None
+    """Runaway brake: the run's agents stop (`StopReason.SPEND_RATE`) once the last minute's spend passes this."""
+    max_repeated_spawns: int | None
+    """Runaway brake: an orchestrator spawning a child goal that already finished more than this many times again
+    stops (`StopReason.REPEATED_SPAWN`); 0 stops at the first repeat. Default: off."""
     deadline_s: float | None
     """Wall-clock seconds this segment may run before it is cancelled (per segment, never stored)."""
     session: TurnOf | None
@@ -130,6 +144,8 @@ class AgentOptions(TypedDict, total=False):
     context: Context | None
     """A `tether.Context`: keep each request under an input-token limit by compacting older turns (dropped or
     summarized), and cut long tool results (docs/agents.md, *Context*). Not part of the identity."""
+    max_identical_tool_calls: int | None
+    """This agent's identical-call brake (default: the run's `max_identical_tool_calls`); docs/budgets.md."""
 
 
 AGENT_OPTION_NAMES = frozenset(AgentOptions.__annotations__)
@@ -193,6 +209,10 @@ class SegmentOptions:
     overshoot: Overshoot | None = None
     on_exhausted: OnExhausted | None = None
     budgets: tuple[Budget, ...] | None = None
+    forecast_gate: ForecastGate | None = None
+    max_identical_tool_calls: int | None = None
+    max_spend_rate_usd_per_min: float | None = None
+    max_repeated_spawns: int | None = None
     deadline_s: float | None = None
     session: TurnOf | None = None
     dry_run: bool = False
@@ -243,10 +263,25 @@ def segment_options(options: Mapping[str, Any], what: str, **flags: Any) -> Segm
     if on_exhausted is not None and on_exhausted not in ON_EXHAUSTED_MODES:
         raise ConfigError(f"on_exhausted must be one of {', '.join(map(repr, ON_EXHAUSTED_MODES))}, "
                           f"got {on_exhausted!r}")
+    check_foresight(options)
     given = {k: v for k, v in options.items() if v is not None}
     if "budgets" in given:
         given["budgets"] = check_budgets(given["budgets"])
     return SegmentOptions(**given, **flags)
+
+
+def check_foresight(options: Mapping[str, Any]) -> None:
+    """`forecast_gate=` and the runaway brakes' limits checked (docs/budgets.md, *Forecasts* and *Runaway brakes*)."""
+    gate = options.get("forecast_gate")
+    if gate is not None and gate not in FORECAST_GATES:
+        raise ConfigError(f"forecast_gate must be one of {', '.join(map(repr, FORECAST_GATES))}, got {gate!r}")
+    for name, least in (("max_identical_tool_calls", 1), ("max_repeated_spawns", 0)):
+        n = options.get(name)
+        if n is not None and (type(n) is not int or n < least):
+            raise ConfigError(f"{name} must be a whole number >= {least}, got {n!r}")
+    rate = options.get("max_spend_rate_usd_per_min")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0):
+        raise ConfigError(f"max_spend_rate_usd_per_min must be a USD amount > 0, got {rate!r}")
 
 
 RESUME_FLAGS: tuple[str, ...] = tuple(n for n in ResumeOptions.__annotations__ if n not in RUN_OPTION_NAMES)
@@ -268,9 +303,12 @@ def genesis_of(entries: Iterable[JournalEntry]) -> JournalEntry | None:
     return next((e for e in entries if e.key == GENESIS_KEY and e.scope == ""), None)
 
 
-def genesis_entry(started_at: float, workflow: str, args_json: Any, opts: SegmentOptions) -> JournalEntry:
-    """The run's first entry: its workflow, args hash and the durable options every resume reads back."""
+def genesis_entry(started_at: float, workflow: str, args_json: Any, opts: SegmentOptions, *,
+                  code_hash: str | None = None, forecast: Any = None) -> JournalEntry:
+    """The run's first entry: its workflow (and its code's hash), args hash, the durable options every resume reads
+    back, and the forecast a `forecast_gate` judged it by."""
     value: dict[str, Any] = {"decision": "genesis", "workflow": workflow, "args_hash": args_hash(args_json)}
+    value.update({k: v for k, v in (("code_hash", code_hash), ("forecast", forecast)) if v is not None})
     for name in DURABLE_OPTIONS:
         value[name] = _stored_form(name, getattr(opts, name))
     return JournalEntry(kind="decision", key=GENESIS_KEY, label="genesis", started_at=started_at, value=value)

@@ -29,6 +29,7 @@ class Spawner(Protocol):
         label: str | None = None, exposure_wait: bool = False,
     ) -> Any: ...
     async def refused(self, frame: Frame, key: str, label: CapLabel, goal: str) -> None: ...
+    def repeated_spawn(self, frame: Frame, goal: str) -> dict[str, Any] | None: ...
 
 
 def spawn_tool(agents: Spawner, allowed: Sequence[Tool], max_spawns: int | None) -> Tool:
@@ -46,6 +47,9 @@ def spawn_tool(agents: Spawner, allowed: Sequence[Tool], max_spawns: int | None)
         """
         nonlocal spawned
         frame = CURRENT_FRAME.get()
+        repeated = agents.repeated_spawn(frame, goal)
+        if repeated is not None:  # the runaway brake: the orchestrator's next turn stops on it
+            return refused_text(f"runaway brake: this goal already finished {repeated['finished']} time(s)")
         if max_spawns is not None and spawned >= max_spawns:
             key = orchestrator_refusal_key("max_spawns", spawned, goal)
             await agents.refused(frame, key, "agents", goal)

@@ -68,6 +68,9 @@ async def enqueue(
     """Write the run (genesis with its durable options, meta `queued`, queue row) and return its id."""
     _check_queue(queue, priority)
     opts = segment_options(options, "enqueue()")
+    if opts.forecast_gate is not None:
+        raise ConfigError("forecast_gate= judges a run started here (engine.run/start); a queued run is not judged. "
+                          "Check engine.forecast(...) before enqueueing it, and bound it with budget_usd=.")
     store = queue_store(store, "enqueue()")
     require_ledger(store, opts.budgets)
     run_id = run_id or str(ULID())
@@ -93,7 +96,7 @@ async def enqueue(
                     run_id=run_id,
                 )
     else:
-        genesis = genesis_entry(clock(), wf.name, args_json, opts)
+        genesis = genesis_entry(clock(), wf.name, args_json, opts, code_hash=wf.code_hash)
         genesis.seq = 1
         chained([], genesis)
     now = clock()

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tether.budget.accounts import Account
+from tether.budget.brakes import SpendRate
 from tether.budget.exposure import ExposureGate
 from tether.budget.tenant import require_ledger
 from tether.contracts.entries import SUPPORTED_HASH_VERSIONS, JournalEntry, Lease, RunMeta, RunStatus
@@ -27,6 +28,9 @@ from tether.engine.agent_call import AgentCall
 from tether.engine.budget_suspension import budget_closers, can_park, open_budget_suspensions, park_entry
 from tether.engine.ctx import Ctx
 from tether.engine.events import EventStream
+from tether.engine.forecasting import SETTLED_COST, forecast_meta, settled_cost, started_code
+from tether.engine.forecasting import gate as forecast_gate
+from tether.engine.forecasting import hold as forecast_hold
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.journal_writer import JournalWriter
 from tether.engine.lease import LeaseKeeper
@@ -44,6 +48,7 @@ from tether.journal.cost import (
     BUDGET_RAISED,
     ORPHANS_SETTLED,
     UNPRICED_ALLOWED,
+    CostReport,
     decision_name,
     fold_cost,
     money_entries,
@@ -114,6 +119,8 @@ async def _drive(
     keeper = None if opts.dry_run or not isinstance(store, LeasableStore) else LeaseKeeper(
         store, run_id, services.lease_ttl_s
     )
+    judged = None if opts.resume or opts.dry_run or services.preview else await forecast_gate(
+        store, services, run_id, wf, args, opts)  # a refusal raises here, before the lease: nothing is written
     async with keeper if keeper is not None else contextlib.nullcontext():
         entries = await store.load(run_id)
         index = JournalIndex.build(entries, opts.invalidate)  # the one pass over the journal
@@ -147,7 +154,8 @@ async def _drive(
         handle._attach(seg)
         if seg.index.match("", GENESIS_KEY) is None and not opts.dry_run:
             # durable before any effect can run
-            await seg.journal.append(genesis_entry(services.clock(), wf.name, args_json, opts))
+            await seg.journal.append(genesis_entry(services.clock(), wf.name, args_json, opts, code_hash=wf.code_hash,
+                                                     forecast=judged))
         for decision in relaxed:  # an operator's raise, durable before anything it lets the body do
             stored = await seg.journal.append(decision)
             if stored.kind == "decision":  # (a raise's closers of budget suspensions are no money decision)
@@ -165,7 +173,7 @@ async def _drive(
                 created_at=meta.created_at if meta else now,
                 updated_at=now,
                 segments=(meta.segments + 1) if meta else 1,
-                **kept_meta(meta),
+                **{**kept_meta(meta), "code_hash": started_code(seg.index, wf), **forecast_meta(seg.index)},
             )
             await seg.journal.put_meta(live_meta)
         c = opts.containment
@@ -246,6 +254,9 @@ def _segment(
             else None
         ),
         hard_ceiling=(opts.overshoot or "hard") == "hard",
+        max_identical_tool_calls=opts.max_identical_tool_calls, max_repeated_spawns=opts.max_repeated_spawns,
+        spend_rate=(SpendRate(opts.max_spend_rate_usd_per_min, services.clock)
+                    if opts.max_spend_rate_usd_per_min is not None else None),
     )
 
 
@@ -349,6 +360,7 @@ async def _run_body(seg: Segment, ctx: Ctx, wf: Workflow, args: dict[str, Any], 
 
     async def body() -> Any:
         CURRENT_FRAME.set(frame)
+        await forecast_hold(seg)  # `forecast_gate="suspend"`: parked until approved when the forecast was over
         return await wf.fn(ctx, **args)
 
     task = asyncio.create_task(body())
@@ -405,6 +417,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
             status, error, value = "error", exc, None
     last = seg.index.last_settle()
     last_status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
+    cost: CostReport | None = None
     if not seg.dry_run:
         if seg.journal.appended or seg.journal.deferred or last_status != status:
             await seg.journal.append(
@@ -425,9 +438,11 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
                     },
                 )
             )
-        if meta is not None:
-            await seg.journal.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.services.clock()}))
-    cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all a cost fold reads
+        if meta is not None:  # with the cost report's figures, for forecasts (engine/forecasting.py)
+            cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))
+            await seg.journal.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.services.clock(),
+                                                               SETTLED_COST: settled_cost(cost)}))
+    cost = cost or fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all it reads
     orphaned = [r.idempotency_key for r in await orphans(seg.journal.store, seg.run_id)]
     return RunOutcome(
         run_id=seg.run_id,

@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from typing import Any
 
 from tether.budget.accounts import Account
+from tether.budget.brakes import SpendRate
 from tether.budget.calibration import InputCalibration
 from tether.budget.exposure import ExposureGate
-from tether.contracts.errors import TetherError
+from tether.contracts.errors import BudgetExhaustedError, TetherError
 from tether.contracts.events import BudgetUpdate, Figures, RunWarning
 from tether.contracts.signal import Signal
+from tether.contracts.stops import StopReason
 from tether.engine.events import EventStream
 from tether.engine.frame import CURRENT_FRAME
 from tether.engine.journal_writer import JournalWriter
@@ -46,6 +49,12 @@ class Segment:
     exposure: ExposureGate | None = None
     hard_ceiling: bool = False
     """`overshoot="hard"`: every dispatch holds its worst case on the ceiling until it settles."""
+    max_identical_tool_calls: int | None = None
+    max_repeated_spawns: int | None = None
+    spend_rate: SpendRate | None = None
+    """The runaway brakes the run's options turned on (docs/budgets.md, *Runaway brakes*); None: off."""
+    spawn_brakes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Orchestrators the repeated-spawn brake stopped (by agent id, with its evidence): their next turn stops."""
     dropped: list[DroppedBranch] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     handed_back: TetherError | None = None
@@ -92,9 +101,26 @@ class Segment:
 
     def budget_update(self, model: str, usd: float) -> None:
         """Telemetry for every live debit: what was drawn, by which agent, and what the run has left."""
+        if self.spend_rate is not None:
+            self.spend_rate.add(usd)
         frame = CURRENT_FRAME.get(None)
         agent_id = frame.agent_id if frame is not None else None
         self.events.emit(BudgetUpdate(model=model, usd=usd, agent_id=agent_id, **self.figures()))
+
+    def check_brakes(self) -> None:
+        """Before an agent's turn: the spend-rate brake, and the repeated-spawn brake of that agent (typed
+        `BudgetExhaustedError`s with their evidence)."""
+        if self.spend_rate is not None:
+            self.spend_rate.check()
+        frame = CURRENT_FRAME.get(None)
+        tripped = self.spawn_brakes.get(frame.agent_id or 0) if frame is not None and self.spawn_brakes else None
+        if tripped is not None:
+            raise BudgetExhaustedError(
+                f"runaway brake: the orchestrator spawned the goal {tripped['goal'][:80]!r} again after it had "
+                f"finished {tripped['finished']} time(s) (max_repeated_spawns={tripped['limit']}); it stops before "
+                f"its next turn. Use the child's answer, or raise max_repeated_spawns= for a retry that is meant.",
+                kind="budget", reason=StopReason.REPEATED_SPAWN, evidence=dict(tripped),
+            )
 
     def figures(self) -> Figures:
         """Spend against the run's USD ceiling and the tree's token ceiling, right now."""

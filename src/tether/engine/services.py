@@ -17,6 +17,9 @@ from tether.engine.tool_runner import ToolRunner
 from tether.routing import ModelLike, Router
 from tether.tools.permissions import Permissions
 
+ForecastPreview = Callable[..., Awaitable[float | None]]
+"""`(store, services, workflow, args, source_run_id) -> USD | None` (see `forecast_preview`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunServices:
@@ -36,6 +39,8 @@ class RunServices:
     concurrency: int
     lease_ttl_s: float
     return_types: ReturnTypes
+    forecast_preview: ForecastPreview | None = None
+    """What a fork preview says a run of new code costs (`tether.engine.forecast.preview_cost`), for forecasts."""
     preview: bool = False
     """A fork preview (docs/forks.md): models answer with placeholders, and a host step that would run live
     stops the body (`PreviewStopped`) instead of running."""

@@ -22,6 +22,14 @@ def ceiling_stopped(terminal: JournalEntry) -> bool:
     return reason is not None and reason.is_ceiling
 
 
+def brake_stopped(terminal: JournalEntry) -> bool:
+    """Whether a runaway brake ended this call (`StopReason.is_brake`): it replays on every resume, raise or not."""
+    if terminal.status not in ("limit", "error", "cancelled") or not terminal.error:
+        return False
+    reason = error_stop_reason(terminal.error)
+    return reason is not None and reason.is_brake
+
+
 def continues_on_rerun(terminal: JournalEntry) -> bool:
     """Whether an agent run again over this terminal goes on from its last checkpoint rather than its prompt: a
     ceiling stopped it, it was cancelled, or a transport-class failure ended it (a 5xx or timeout past its
@@ -51,7 +59,7 @@ def disposition(
     if terminal is None:
         return "redispatch"
     status = terminal.status
-    if status == "ok":
+    if status == "ok" or brake_stopped(terminal):
         return "replay"
     if money_reset_seq is not None and ceiling_stopped(terminal):
         return "rerun" if (terminal.seq or 0) < money_reset_seq else "replay"

@@ -11,6 +11,7 @@ from tether.contracts.events import AgentEvent, ToolEffectRecord
 from tether.contracts.messages import Message
 from tether.contracts.usage import Usage
 from tether.engine.budget_suspension import BudgetNeed
+from tether.engine.forecasting import JudgedForecast
 from tether.journal.cost import CostReport
 from tether.journal.tree import AgentNode
 
@@ -93,6 +94,9 @@ class Ceilings(BaseModel):
     max_tokens: int | None = None
     max_usd: float | None = None
     max_duration_s: float | None = None
+    forecast: JudgedForecast | None = None
+    """The forecast a `forecast_gate` judged the run by (its P50/P90/P95 and whether it was over), shown beside the
+    ceiling; None: the run had no gate."""
 
 
 class Settled(BaseModel):

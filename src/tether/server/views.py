@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from tether.contracts.entries import JournalEntry, RunMeta
 from tether.engine.budget_suspension import budget_need
+from tether.engine.forecasting import JudgedForecast
 from tether.engine.resolutions import open_suspensions
 from tether.journal.cost import AgentSpend, CostReport, SpendFold, cost_report, fold_cost, fold_spend
 from tether.journal.lineage import lineage_of
@@ -98,7 +99,8 @@ def detail(meta: RunMeta, entries: Sequence[JournalEntry], live: LiveRun | None,
         **base.model_dump(),
         args=meta.args,
         ceilings=Ceilings(budget_usd=base.budget_usd, **{k: containment.get(k) for k in (
-            "max_agents", "max_concurrent", "max_depth", "max_tokens", "max_usd", "max_duration_s")}),
+            "max_agents", "max_concurrent", "max_depth", "max_tokens", "max_usd", "max_duration_s")},
+            forecast=JudgedForecast.of(started)),
         outcome=outcome,
         suspensions=suspensions(entries),
         cost=cost,

@@ -354,8 +354,14 @@
         title: cost.settlement ? "cut off by a crash; settled by " + (cost.settlement.by || "an operator") + (cost.settlement.reason ? ": " + cost.settlement.reason : "")
           : "cut off by a crash, charged at their worst case until `tether settle-orphans` replaces it with the provider's figure" },
         usd(cost.spent_usd) + " spent + " + usd(cost.orphaned_usd) + " orphaned (" + cost.orphaned_calls + " cut call" + (cost.orphaned_calls === 1 ? "" : "s") + (cost.settlement ? ", settled" : "") + ")") : null;
+      // The forecast a forecast_gate judged the run by, beside the ceiling (none without a gate).
+      const f = c.forecast;
+      const forecast = f ? h("div", { class: "forecast" + (f.over ? " over" : ""), "data-testid": "stat-forecast",
+        "data-over": String(f.over), title: "forecast_gate=" + f.gate + (f.limit_usd !== null ? ", judged against " + usd(f.limit_usd) : "") },
+        f.enough && f.p95_usd !== null ? "forecast P95 " + usd(f.p95_usd) + " · P50 " + usd(f.p50_usd) + " (" + f.runs + " runs)" + (f.over ? " · over its limit" : "")
+          : "forecast: not enough history (" + f.runs + " runs)") : null;
       fill(el.stats,
-        stat("Spent", usd(det.spent_usd), [c.budget_usd ? spendBar(det.spent_usd, c.budget_usd) : "no USD ceiling", orphaned],
+        stat("Spent", usd(det.spent_usd), [c.budget_usd ? spendBar(det.spent_usd, c.budget_usd) : "no USD ceiling", forecast, orphaned],
           { "data-testid": "stat-spent" }),
         stat("Tokens", int(u.input_tokens + u.output_tokens), int(u.input_tokens) + " in · " + int(u.output_tokens) + " out" + (c.max_tokens ? " · cap " + int(c.max_tokens) : "")),
         stat("Agents", String(tree.agents.length), (refused ? refused + " refused · " : "") + (tree.queued.length ? tree.queued.length + " queued · " : "") + det.cost.provider_calls + " provider calls"),
