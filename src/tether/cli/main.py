@@ -42,6 +42,7 @@ COMMAND_MODULES = (
     "tether.cli.fork_commands",
     "tether.cli.audit_commands",
     "tether.cli.retention_commands",
+    "tether.cli.redaction_commands",
 )
 
 
