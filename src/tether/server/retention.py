@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 
 from tether.contracts.entries import MetaStatus
 from tether.contracts.retention import CompactResult, StoreStats
-from tether.engine import retention
+from tether.engine import redaction, retention
+from tether.engine.redaction import RetentionReport
 from tether.engine.retention import DeleteReport, SweepReport
 from tether.server.api import state_of
 from tether.server.models import BODY
@@ -67,3 +68,46 @@ async def store_stats(call: Call) -> StoreStats:
 
 async def compact(call: Call) -> CompactResult:
     return await retention.compact(await state_of(call).engine.store())
+
+
+class ArchiveRequest(BaseModel):
+    """`POST /api/runs/{run_id}/archive`: why (journaled with who and when)."""
+
+    model_config = BODY
+
+    why: str | None = Field(default=None, max_length=2000)
+
+
+class RedactRequest(BaseModel):
+    """`POST /api/runs/{run_id}/redact`: one of `match` (every payload holding the text) or `seq` (one entry's)."""
+
+    model_config = BODY
+
+    match: str | None = Field(default=None, min_length=1, max_length=10_000)
+    seq: int | None = Field(default=None, ge=1)
+    why: str | None = Field(default=None, max_length=2000)
+
+
+def _not_driven(call: Call, what: str) -> None:
+    if state_of(call).driving(call.run_id) is not None:
+        raise ApiError(409, "run-driven-here", f"run {call.run_id!r} is running in this server; {what} it once it "
+                       f"settles", run_id=call.run_id)
+
+
+async def archive_run(call: Call) -> RetentionReport:
+    """`tether.engine.redaction.archive`: 409 `run-active` for a running or queued run."""
+    body = call.body
+    assert isinstance(body, ArchiveRequest)
+    _not_driven(call, "archive")
+    return await redaction.archive(state_of(call).engine, call.run_id, why=body.why)
+
+
+async def redact_run(call: Call) -> RetentionReport:
+    """`tether.engine.redaction.redact`: 409 `run-retained` when the text is in chained members or in an entry
+    written before payloads were sealed (nothing changed), 400 without exactly one of match and seq."""
+    body = call.body
+    assert isinstance(body, RedactRequest)
+    if (body.match is None) == (body.seq is None):
+        raise ApiError(400, "bad-request", "pass one of match (a text) or seq (an entry's number)")
+    _not_driven(call, "redact")
+    return await redaction.redact(state_of(call).engine, call.run_id, match=body.match, seq=body.seq, why=body.why)
