@@ -186,3 +186,19 @@ async def test_a_sealed_entry_stores_its_payload_after_its_digest(tmp_path: Path
     sealed = [t for t in texts if "payload_sha256" in t]
     assert sealed and all(_payload_members(t)[0] == "payload_sha256" and _payload_members(t)[-1] == "checksum"
                           for t in sealed)
+
+
+@pytest.mark.filterwarnings("ignore:tether MemoryStore")
+async def test_the_memory_store_archives_and_redacts_alike() -> None:
+    engine, _ = make_engine("memory://")
+    try:
+        assert (await engine.run(tree, {"topic": SECRET}, run_id="tree", budget_usd=1.0)).status == "ok"
+        store = await engine.store()
+        cost = (await engine.cost("tree")).model_dump(mode="json")
+        report = await redaction.redact(engine, "tree", match=SECRET)
+        assert report.entries["tree"] and (await verify_store(store, "tree")).no_payload == report.entries["tree"]
+        assert SECRET not in json.dumps([e.to_json_dict() for e in await store.load("tree")])
+        await redaction.archive(engine, "tree")
+        assert (await engine.cost("tree")).model_dump(mode="json") == cost
+    finally:
+        await engine.close()

@@ -106,7 +106,7 @@ async def _remove(engine: EngineSeam, run_id: str, decision: Decision, match: st
     store = await engine.store()
     if not isinstance(store, RewritingStore):
         raise ConfigError(f"the store {type(store).__name__} cannot rewrite a run's payloads (it does not implement "
-                          f"tether's RewritingStore); archive and redact work on sqlite, postgresql and jsonl stores")
+                          f"tether's RewritingStore); archive and redact work on every store tether ships")
     runs = _Runs(store, await store.list_runs(limit=ALL_RUNS))
     if run_id not in runs.meta and not await store.load(run_id):
         raise RunNotFoundError(f"no run {run_id!r} in this store to {decision}; check the run id (tether runs lists "
