@@ -28,6 +28,7 @@ from tether.contracts.entries import (
     entry_from_dict,
     entry_parts,
     member_types,
+    sealed_parts,
 )
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
 from tether.journal.chain import (
@@ -64,8 +65,10 @@ def linked_json(entry: JournalEntry, seq: int, *, seal: bool = False) -> tuple[s
     entry's payload is hashed once more, into its `payload_sha256` (`seal`: seal a fresh entry in place first)."""
     entry = without_checksum(entry)
     try:
-        payload = sealed(entry) if seal else None
-        chain, body = entry_parts(entry, seq, payload)  # numbered in the bytes only: the entry's seq is not set
+        parts = sealed_parts(entry, seq) if seal else None  # one serialization seals and writes a fresh entry
+        if parts is None:
+            parts = entry_parts(entry, seq, sealed(entry) if seal else None)  # numbered in the bytes only
+        chain, body = parts
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise NonSerializableValueError(
             f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
@@ -178,7 +181,9 @@ def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str
     every load).
     """
     sha256, member, suffix_len, member_len = hashlib.sha256, _MEMBER, _SUFFIX_LEN, _MEMBER_LEN
-    digits, sealed_at = CHECKSUM_DIGITS, DIGEST_MEMBER
+    digits, sealed_at, redacted_at = CHECKSUM_DIGITS, DIGEST_MEMBER, b',"redacted":'
+    digest_at = len(DIGEST_MEMBER)
+    digest_end = digest_at + 64
     bodies: list[bytes] = []
     links: list[str] = []
     append, link = bodies.append, links.append
@@ -189,13 +194,15 @@ def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str
         if at <= 0 or raw[at : at + member_len] != member or raw[-2:] != b'"}':
             return None
         body = raw[:at] + b"}"
-        if sealed_at in body:  # a sealed entry: the chain hashes its form without the payload, checked apart
-            chain, recorded, payload = chain_part(body)
-            if payload is not None and sha256(payload).hexdigest().encode() != recorded:
-                return None
-            full = sha256(chain).hexdigest()
-        else:
+        sealed = body.find(sealed_at)
+        if sealed < 0:
             full = sha256(body).hexdigest()
+        else:  # a sealed entry: the chain hashes its form without the payload, and the payload its digest
+            end = sealed + digest_end  # the digest's closing quote
+            if body[end + 1:end + 13] != redacted_at and sha256(b"{" + body[end + 2:]).hexdigest().encode() != body[
+                    sealed + digest_at:end]:
+                return None
+            full = sha256(body[:end + 1] + b"}").hexdigest()
         if full[:digits].encode() != raw[at + member_len : -2]:
             return None
         append(body)
