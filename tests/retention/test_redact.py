@@ -87,6 +87,8 @@ async def test_archive_empties_the_texts_and_keeps_the_chain_the_costs_and_the_d
         assert "sand" not in "".join(json.dumps(e.to_json_dict()) for e in entries)
         assert _raw_hits(store_url, "answer to root on sand") == []
         assert (await store.get_meta("other")).args is None  # type: ignore[union-attr]
+        transcript = await engine.transcript("other", 1)  # its digests check; its messages are gone, and it says so
+        assert transcript.redacted and transcript.messages == []
         assert (await verify_store(store, "tree")).no_payload == []  # another run untouched
         with pytest.raises(RunRetainedError, match=r"archived at seq .* cannot resume") as err:
             await engine.resume("other", tree)
