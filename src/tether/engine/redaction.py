@@ -65,8 +65,6 @@ async def redact(engine: EngineSeam, run_id: str, *, match: str | None = None, s
                  why: str | None = None) -> RetentionReport:
     """Remove the payloads holding `match` (in `run_id` and the runs it owns) or entry `seq`'s payload (and its
     checkpoint transcript), everywhere the store keeps them; journaled as a decision."""
-    if (match is None) == (seq is None) or match == "":
-        raise ConfigError("redact takes one of match (a non-empty text) or seq (an entry's number)")
     return await _remove(engine, run_id, "redact", match, seq, why)
 
 
@@ -111,6 +109,8 @@ async def _remove(engine: EngineSeam, run_id: str, decision: Decision, match: st
     if run_id not in runs.meta and not await store.load(run_id):
         raise RunNotFoundError(f"no run {run_id!r} in this store to {decision}; check the run id (tether runs lists "
                                f"them) and the store URL", run_id=run_id)
+    if decision == "redact" and ((match is None) == (seq is None) or match == ""):
+        raise ConfigError("redact takes one of match (a non-empty text) or seq (an entry's number)")
     ids = [run_id] if seq is not None else (await runs.tree(run_id, with_forks=False))[0]
     for rid in ids:
         meta = runs.meta.get(rid)
