@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tether.contracts.entries import MetaStatus
 from tether.contracts.retention import CompactResult, StoreStats
@@ -78,13 +79,20 @@ class ArchiveRequest(BaseModel):
     why: str | None = Field(default=None, max_length=2000)
 
 
+def _no_default(schema: dict[str, Any]) -> None:
+    """A member one of which the body must carry (`oneOf` above): its schema names no default."""
+    schema.pop("default", None)
+
+
 class RedactRequest(BaseModel):
     """`POST /api/runs/{run_id}/redact`: one of `match` (every payload holding the text) or `seq` (one entry's)."""
 
-    model_config = BODY
+    model_config = ConfigDict(**BODY, json_schema_extra={"oneOf": [{"required": ["match"]}, {"required": ["seq"]}]})
 
-    match: str | None = Field(default=None, min_length=1, max_length=10_000)
-    seq: int | None = Field(default=None, ge=1)
+    match: Annotated[str | None, WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 10_000})] = Field(
+        default=None, min_length=1, max_length=10_000, json_schema_extra=_no_default)
+    seq: Annotated[int | None, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+        default=None, ge=1, json_schema_extra=_no_default)
     why: str | None = Field(default=None, max_length=2000)
 
 
