@@ -145,6 +145,9 @@ async def test_redacting_one_seq_removes_that_payload_and_its_transcript_only(st
         with pytest.raises(RunRetainedError) as err:
             await redaction.redact(engine, "tree", seq=len(verified.entries) + 5)
         assert err.value.data["why"] == "missing"
+        with pytest.raises(RunRetainedError, match="would change the run's figures") as err:
+            await redaction.redact(engine, "tree", seq=1)  # the genesis: the ceiling the cost fold reads
+        assert err.value.data["why"] == "figures"
     finally:
         await engine.close()
 

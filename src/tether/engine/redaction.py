@@ -120,7 +120,8 @@ async def _remove(engine: EngineSeam, run_id: str, decision: Decision, match: st
                                  f"tether cancel it) first.",
                                  run_id=rid, status=meta.status)
     report = RetentionReport(run_id=run_id, decision=decision, why=why)
-    plans = [await _plan(store, rid, decision, match, seq, why, report) for rid in ids]
+    now = engine.clock()
+    plans = [await _plan(store, rid, decision, match, seq, why, report, now) for rid in ids]
     for plan in plans:  # every run planned (and refused) before any is written
         if plan is not None:
             await store.rewrite_run(plan)
@@ -128,7 +129,7 @@ async def _remove(engine: EngineSeam, run_id: str, decision: Decision, match: st
 
 
 async def _plan(store: JournalStore, rid: str, decision: Decision, match: str | None, seq: int | None,
-                why: str | None, report: RetentionReport) -> RunRewrite | None:
+                why: str | None, report: RetentionReport, now: float) -> RunRewrite | None:
     """What to write back for run `rid` (None: nothing of it holds what is removed); refuses what would break the
     chain before anything is written."""
     entries = await store.load(rid)
@@ -159,6 +160,11 @@ async def _plan(store: JournalStore, rid: str, decision: Decision, match: str | 
                     f"the run (tether delete) to erase it.", run_id=rid, seq=e.seq, why="chained")
         if not hit:
             continue
+        if not _archivable(e) and e.kind in ("decision", "tree"):
+            raise RunRetainedError(
+                f"the text is in seq {e.seq} of run {rid!r}, a {_name(e)} record the run's folds read (its ceiling, "
+                f"spend or dispatches): removing it would change the run's figures. Nothing was changed; delete the "
+                f"run (tether delete) to erase it.", run_id=rid, seq=e.seq, why="figures")
         if e.payload_sha256 is None:
             if decision == "archive":
                 kept.append(e.seq)
@@ -195,7 +201,7 @@ async def _plan(store: JournalStore, rid: str, decision: Decision, match: str | 
                             "meta": rewrite.meta_json is not None, "effects": rewrite.effects is not None}
     if match is not None:
         what["match_sha256"] = hashlib.sha256(match.encode()).hexdigest()  # never the text itself
-    entry = operator_decision(_now(), decision, why=why, **what)
+    entry = operator_decision(now, decision, why=why, **what)
     entry.seq = at
     rewrite.append.append((at, entry_json(chained(entries, entry), at)))
     report.decisions[rid], report.by = at, str(entry.value["by"])
@@ -206,6 +212,11 @@ async def _plan(store: JournalStore, rid: str, decision: Decision, match: str | 
     if kept:
         report.kept[rid] = kept
     return rewrite
+
+
+def _name(e: JournalEntry) -> str:
+    value = e.value if isinstance(e.value, dict) else {}
+    return str(value.get("decision") or value.get("kind") or e.kind)
 
 
 def _meta_json(meta: RunMeta | None, decision: Decision, needles: Sequence[bytes], match: str | None,
@@ -226,8 +237,3 @@ def _meta_json(meta: RunMeta | None, decision: Decision, needles: Sequence[bytes
             changed = True
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False) if changed else None
 
-
-def _now() -> float:
-    import time
-
-    return time.time()
