@@ -117,6 +117,9 @@ async def test_redacting_a_prompt_leaves_no_byte_of_it_and_a_bundle_exported_bef
         old = verify_bundle(old_bundle)
         live = await store.load("tree")
         assert live[old.head.seq].prev == old.head.link
+        after = verify_bundle(write_bundle(await build_bundle(store, "tree"), tmp_path / "after.bundle", None))
+        assert after.no_payload == report.entries["tree"]  # a bundle of the redacted run verifies offline too
+        assert SECRET.encode() not in (tmp_path / "after.bundle").read_bytes()
         decision = live[-1]
         assert decision.value["decision"] == "redact" and decision.value["why"] == "erasure request 42"
         assert decision.value["by"] and decision.value["at"] and SECRET not in json.dumps(decision.value)
