@@ -90,6 +90,8 @@ def test_archive_and_redact_over_the_api_keep_the_cost_and_mark_the_journal(clie
     assert sorted(marked) == gone and all(e["value"] is None and e["payload_sha256"] for e in marked.values())
     assert "tides" not in json.dumps(journal)
     assert client.get("/api/runs/tree/cost").json() == cost
+    transcript = client.get("/api/runs/tree/agents/1/transcript").json()
+    assert transcript["redacted"] and transcript["messages"] == [] and transcript["output"] is None
     archived = client.post("/api/runs/tree-fork/archive", json={"why": "done"})
     assert archived.status_code == 200 and archived.json()["decision"] == "archive"
     assert client.post("/api/runs/parked/archive", json={}).status_code == 200  # suspended: archived, never resumed

@@ -84,4 +84,8 @@ def test_the_journal_marks_entries_without_payload_and_names_the_decision(
         expect(journal.locator("tr[data-redacted]")).to_have_count(len(archived), timeout=TIMEOUT_MS)
         expect(journal.get_by_test_id("no-payload").first).to_have_text("archived")
         expect(page.get_by_test_id("retention-mark")).to_have_text("archived")
+        page.locator("[data-testid=agent-node]").first.locator("[data-testid=transcript-link]").click()
+        drawer = page.locator("#drawer")
+        expect(drawer.get_by_test_id("transcript-redacted")).to_be_visible(timeout=TIMEOUT_MS)
+        assert "sand" not in drawer.inner_text()
         assert errors == []

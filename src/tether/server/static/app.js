@@ -689,7 +689,8 @@
         h("dl", { class: "kv" }, h("dt", {}, "status"), h("dd", {}, pill(t.status)), h("dt", {}, "turns"), h("dd", {}, t.turns),
           h("dt", {}, "served by"), h("dd", { class: "mono" }, t.served_by || "—"),
           h("dt", {}, "tokens"), h("dd", {}, int(t.usage.input_tokens) + " in · " + int(t.usage.output_tokens) + " out")),
-        t.checkpointed ? msgs : h("div", { class: "muted small" }, "No checkpoint: the agent answered in its first turn, so its output below is the whole transcript."),
+        t.redacted ? h("div", { class: "muted small", "data-testid": "transcript-redacted" }, "Its text was removed by archive or redact; the digests its terminal journaled still check (tether verify).")
+          : t.checkpointed ? msgs : h("div", { class: "muted small" }, "No checkpoint: the agent answered in its first turn, so its output below is the whole transcript."),
         t.output !== null ? h("div", { class: "msg assistant" }, h("div", { class: "role" }, "output"), typeof t.output === "string" ? h("div", { class: "text" }, t.output) : json(t.output)) : null,
         t.error ? h("div", { class: "msg" }, h("div", { class: "role" }, "error"), json(t.error)) : null);
     } catch (e) { fill(body, h("div", { class: "error-box" }, e.message)); }
