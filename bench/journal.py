@@ -114,7 +114,8 @@ def chain_appends(n: int = APPENDS, rounds: int = 5) -> dict[str, float]:
 
     Both sides take the segment's path: `encode_linked` (seq, ref and checksum, returning the link) and one
     `append_rows_now` transaction per entry under a lease; the chained side sets each entry's `prev` to the
-    link the previous encode returned, as `JournalWriter.stage` does. Rounds alternate which side goes first,
+    link the previous encode returned; the sealed side also seals each entry (its payload committed by digest, so
+    archive and redact can remove it), as `JournalWriter.stage` does. Rounds alternate which side goes first,
     each on a database of its own; the figure keeps each side's best round and the median paired ratio.
     """
     import hashlib
@@ -129,7 +130,7 @@ def chain_appends(n: int = APPENDS, rounds: int = 5) -> dict[str, float]:
         calls["sha256"] += 1
         return real_sha256(*args, **kwargs)
 
-    async def side(path: str, chain: bool) -> tuple[float, float, int, int]:
+    async def side(path: str, chain: bool, seal: bool = False) -> tuple[float, float, int, int]:
         entries = [_entry(i) for i in range(n)]  # fresh: the chained side links them in place
         s = SqliteStore(path)
         run = uuid.uuid4().hex
@@ -142,7 +143,7 @@ def chain_appends(n: int = APPENDS, rounds: int = 5) -> dict[str, float]:
             for seq, e in enumerate(entries, start=1):
                 if chain:
                     e.prev = link
-                text, link = codec.encode_linked(run, seq, e)
+                text, link = codec.encode_linked(run, seq, e, seal=seal)
                 s.append_rows_now(run, [(seq, text)], lease)
             appended = time.perf_counter() - start
             append_hashes = calls["sha256"]
@@ -158,11 +159,13 @@ def chain_appends(n: int = APPENDS, rounds: int = 5) -> dict[str, float]:
         return n / appended, n / load_s, append_hashes, load_hashes
 
     results: dict[bool, list[tuple[float, float, int, int]]] = {True: [], False: []}
+    sealed: list[tuple[float, float, int, int]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(rounds):
             order = (True, False) if i % 2 == 0 else (False, True)
             for chain in order:
                 results[chain].append(asyncio.run(side(f"{tmp}/{chain}-{i}.db", chain)))
+            sealed.append(asyncio.run(side(f"{tmp}/sealed-{i}.db", True, seal=True)))  # as JournalWriter.stage does
     ratios = sorted(c[0] / u[0] for c, u in zip(results[True], results[False], strict=True))
     load_ratios = sorted(c[1] / u[1] for c, u in zip(results[True], results[False], strict=True))
     chained, unchained = results[True][-1], results[False][-1]
@@ -177,6 +180,12 @@ def chain_appends(n: int = APPENDS, rounds: int = 5) -> dict[str, float]:
         "hashes_per_append_unchained": unchained[2] / n,
         "hashes_per_loaded_entry_chained": chained[3] / n,
         "hashes_per_loaded_entry_unchained": unchained[3] / n,
+        "sealed_per_s": max(r[0] for r in sealed),
+        "sealed_load_per_s": max(r[1] for r in sealed),
+        "sealed_ratio": sorted(c[0] / u[0] for c, u in zip(sealed, results[True], strict=True))[rounds // 2],
+        "sealed_load_ratio": sorted(c[1] / u[1] for c, u in zip(sealed, results[True], strict=True))[rounds // 2],
+        "hashes_per_append_sealed": sealed[-1][2] / n,
+        "hashes_per_loaded_entry_sealed": sealed[-1][3] / n,
     }
 
 

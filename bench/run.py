@@ -263,6 +263,14 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
                        f"unchained: {_f(ch.get('unchained_load_per_s'))} "
                        f"({ch.get('hashes_per_loaded_entry_unchained', 0):.2f})",
                        f"{ch.get('median_load_ratio', 0):.2f}x", "(info)"))
+        out.append(Row("payloads sealed by digest: SQLite appends of chained, sealed entries, appends/s (sha256 per "
+                       "append)", f"{_f(ch.get('sealed_per_s'))} ({ch.get('hashes_per_append_sealed', 0):.2f})",
+                       f"chained, unsealed: {_f(ch.get('chained_per_s'))}", f"{ch.get('sealed_ratio', 0):.2f}x",
+                       "payload digest + link"))
+        out.append(Row("payloads sealed by digest: load of the sealed journal, entries/s (sha256 per entry)",
+                       f"{_f(ch.get('sealed_load_per_s'))} ({ch.get('hashes_per_loaded_entry_sealed', 0):.2f})",
+                       f"chained, unsealed: {_f(ch.get('chained_load_per_s'))}",
+                       f"{ch.get('sealed_load_ratio', 0):.2f}x", "(info)"))
     pg = res.get("postgres_appends", {})
     if not pg:
         pass

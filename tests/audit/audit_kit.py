@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import tether
+from tether.journal.chain import chain_part
 from tether.stores.codec import checksum
 
 RUN = "audit-1"
@@ -25,13 +26,18 @@ class Backend:
     write: Callable[[list[str]], None]
 
 
+_PAYLOAD = ("payload_sha256", "value", "error", "redacted")
+
+
 def rechecksummed(text: str, edit: Callable[[dict[str, Any]], None]) -> str:
     """The stored text with `edit` applied and its checksum recomputed, as the documented format allows."""
     data = json.loads(text)
     data.pop("checksum")
     edit(data)
+    if "payload_sha256" in data:  # a sealed entry: its payload (or redaction mark) follows every other member
+        data = {**{k: v for k, v in data.items() if k not in _PAYLOAD}, **{k: data[k] for k in _PAYLOAD if k in data}}
     body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-    return body[:-1].decode() + f',"checksum":"{checksum(body)}"}}'
+    return body[:-1].decode() + f',"checksum":"{checksum(chain_part(body)[0])}"}}'  # a sealed entry: its chain form
 
 
 def sqlite_texts(path: Path) -> tuple[Callable[[], list[str]], Callable[[list[str]], None]]:

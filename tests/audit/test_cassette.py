@@ -44,7 +44,8 @@ def exported(backend: Backend, tmp_path: Path) -> Path:
     made = subprocess.run(
         [sys.executable, "-m", "tether.cli.main", "export-cassette", RUN, "-o", str(out), "--store", backend.url,
          "--workflow", "audited_flow:weather"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(HERE)},
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
     )
     assert made.returncode == 0, made.stderr
     return out

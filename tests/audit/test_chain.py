@@ -12,7 +12,7 @@ from audit_kit import RUN, Backend, rechecksummed
 
 from tether.audit import AuditError, verify_store
 from tether.contracts.entries import JournalEntry
-from tether.journal.chain import GENESIS, JournalChainError, body_of, digest, link_after, relinked
+from tether.journal.chain import GENESIS, JournalChainError, body_of, chain_part, digest, link_after, relinked
 from tether.stores.codec import EntryDecoder, decode_batch, entry_json
 
 
@@ -42,9 +42,10 @@ async def test_an_untouched_run_verifies_with_every_entry_chained(backend: Backe
 
 
 def _body(text: str) -> bytes:
+    """What the chain hashes of a stored text: its bytes without the checksum, a sealed entry's without its payload."""
     data = json.loads(text)
     data.pop("checksum")
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return chain_part(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())[0]
 
 
 async def test_editing_cost_usd_and_recomputing_the_checksum_names_that_seq(backend: Backend) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,3 +74,24 @@ def test_sweep_stats_and_compact(client: TestClient) -> None:
     assert compacted.status_code == 200 and compacted.json()["action"] == "VACUUM"
     bad = client.post("/api/sweep", json={"before": "last tuesday"})
     assert bad.status_code == 422
+
+
+def test_archive_and_redact_over_the_api_keep_the_cost_and_mark_the_journal(client: TestClient) -> None:
+    cost = client.get("/api/runs/tree/cost").json()
+    bad = client.post("/api/runs/tree/redact", json={"why": "neither"})
+    assert bad.status_code == 400
+    chained = client.post("/api/runs/tree/redact", json={"match": "root"})  # a label the chain vouches for
+    assert chained.status_code == 409 and chained.json()["error"]["code"] == "run-retained"
+    done = client.post("/api/runs/tree/redact", json={"match": "tides", "why": "request 9"})
+    assert done.status_code == 200, done.text
+    gone = done.json()["entries"]["tree"]
+    journal = client.get("/api/runs/tree/journal").json()["entries"]
+    marked = {e["seq"]: e for e in journal if e.get("redacted") is not None}
+    assert sorted(marked) == gone and all(e["value"] is None and e["payload_sha256"] for e in marked.values())
+    assert "tides" not in json.dumps(journal)
+    assert client.get("/api/runs/tree/cost").json() == cost
+    transcript = client.get("/api/runs/tree/agents/1/transcript").json()
+    assert transcript["redacted"] and transcript["messages"] == [] and transcript["output"] is None
+    archived = client.post("/api/runs/tree-fork/archive", json={"why": "done"})
+    assert archived.status_code == 200 and archived.json()["decision"] == "archive"
+    assert client.post("/api/runs/parked/archive", json={}).status_code == 200  # suspended: archived, never resumed

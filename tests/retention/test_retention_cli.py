@@ -96,3 +96,32 @@ def test_before_takes_dates_and_ages_and_refuses_anything_else() -> None:
     assert parse_before("30d", now=1e9) == 1e9 - 30 * 86400
     bad = _tether("sweep", "--before", "last tuesday", "--store", "sqlite:///x.db")
     assert bad.exit_code == 2 and "neither a date" in bad.output
+
+
+def test_archive_keeps_cost_json_to_the_cent_and_verify_names_the_entries_without_payload(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/t.db"
+    _setup(url)
+    cost_before = _tether("cost", "tree", "--store", url, "--json")
+    archived = _tether("archive", "tree", "--why", "closed ticket", "--store", url)
+    assert archived.exit_code == 0, archived.output
+    assert "archived run tree:" in archived.output and "journaled as decision seq" in archived.output
+    assert _tether("cost", "tree", "--store", url, "--json").output == cost_before.output
+    verified = _tether("verify", "tree", "--store", url)
+    assert verified.exit_code == 0 and "carry no payload" in verified.output, verified.output
+    as_json = json.loads(_tether("verify", "tree", "--store", url, "--json").output)
+    assert as_json["ok"] and as_json["no_payload"]
+    resumed = _tether("resume", "tree", "--workflow", "retentionkit:tree", "--store", url)
+    assert resumed.exit_code != 0 and "error (run-retained)" in resumed.output and "archived" in resumed.output
+    assert "closed ticket" in resumed.output
+
+
+def test_redact_takes_match_or_seq_and_refuses_a_text_in_chained_members(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/t.db"
+    _setup(url)
+    assert _tether("redact", "tree", "--store", url).exit_code == 2  # neither --match nor --seq
+    refused = _tether("redact", "tree", "--match", "root", "--store", url)  # the label "root" is chained
+    assert refused.exit_code == 2 and "error (run-retained)" in refused.output and "tether delete" in refused.output
+    done = _tether("redact", "tree", "--match", "tides", "--why", "request 7", "--store", url, "--json")
+    report = json.loads(done.output)
+    assert done.exit_code == 0 and report["entries"]["tree"] and report["decision"] == "redact"
+    assert _tether("verify", "tree", "--store", url).exit_code == 0

@@ -17,7 +17,7 @@ from typing import Any
 from tether.audit.verify import AuditError, fail
 from tether.contracts.entries import JournalEntry
 from tether.contracts.protocols import JournalStore
-from tether.journal.blobs import blob_digest, checkpoint_key, chunk_key, chunk_link_error, head_links
+from tether.journal.blobs import checkpoint_key, chunk_key, chunk_link_error, head_links, vouched_digest
 from tether.journal.cost import CostReport
 from tether.journal.keys import args_hash
 
@@ -61,8 +61,8 @@ def check_blobs(run_id: str, entries: list[JournalEntry], blobs: Mapping[str, by
             continue
         if data is None:
             raise _blob(run_id, e, f"the checkpoint head {key} its terminal vouches for is missing")
-        if blob_digest(data) != want:
-            raise _blob(run_id, e, f"the checkpoint head {key} has sha256 {blob_digest(data)[:16]}.., not the "
+        if vouched_digest(data) != want:
+            raise _blob(run_id, e, f"the checkpoint head {key} has sha256 {vouched_digest(data)[:16]}.., not the "
                         f"{want[:16]}.. its terminal journaled: it was edited after the agent settled")
         checked.add(key)
         chunks, tip = head_links(data)
@@ -116,7 +116,9 @@ def check_meta(run_id: str, meta: Mapping[str, Any] | None, entries: list[Journa
         raise fail(run_id, "meta", f"the meta's workflow {meta.get('workflow')!r} is not the genesis's "
                    f"{start.get('workflow')!r}: the meta was edited", genesis.seq)
     want = start.get("args_hash")
-    if want is not None and "args" in meta and (meta.get("args_hash") != want or _hash(meta.get("args")) != want):
+    redacted = meta.get("args_redacted") is not None  # archive or redact removed the args: their hash stays
+    if want is not None and "args" in meta and not redacted and (
+            meta.get("args_hash") != want or _hash(meta.get("args")) != want):
         raise fail(run_id, "meta", "the meta's args (or their hash) are not the ones the genesis hashed: the meta "
                    "was edited", genesis.seq)
 

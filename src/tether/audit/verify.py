@@ -64,10 +64,15 @@ class Verified:
     """Checkpoint blobs checked against the digests the chain holds."""
     not_covered: list[str] = field(default_factory=list)
     """What the record holds that the chain does not vouch for (docs/audit.md, *What the chain covers*)."""
+    no_payload: list[int] = field(default_factory=list)
+    """Entries whose payload archive or redact removed: the chain vouches for their digest, not for a text."""
 
     def summary(self) -> str:
         tail = f"; the first {self.unchained} unchained" if self.unchained else ""
         loose = f"; not covered by the chain: {', '.join(self.not_covered)}" if self.not_covered else ""
+        if self.no_payload:
+            loose += (f"; {len(self.no_payload)} entries carry no payload (archived or redacted, their digests "
+                      f"kept): seq {', '.join(map(str, self.no_payload))}")
         return (f"run {self.run_id!r} verifies: {len(self.entries)} entries, {self.agents} agents, "
                 f"{self.blobs} blobs, {usd(self.cost.total_usd)} USD ({', '.join(self.checks)}); head seq "
                 f"{self.head.seq} link {self.head.link[:16]}{tail}{loose}")
@@ -116,10 +121,30 @@ def _checked(run_id: str, entries: list[JournalEntry], allow_unchained: bool) ->
                    "do, so it was written by something other than tether's writers (a raw store.append, or an "
                    "edit) and nothing vouches for the link into it", stray.seq)
     _check_costs(run_id, entries)
+    no_payload = _check_redactions(run_id, entries)
     cost = fold_cost(entries)
     agents = sum(1 for e in entries if e.kind == "agent" and e.ref is None)
     head = Head(entries[-1].seq or len(entries), digest(body_of(entries[-1])))
-    return Verified(run_id, entries, head, cost, agents, unchained, ["checksums", "chain", "cost fold"])
+    verified = Verified(run_id, entries, head, cost, agents, unchained, ["checksums", "chain", "cost fold"])
+    verified.no_payload = no_payload
+    return verified
+
+
+def _check_redactions(run_id: str, entries: list[JournalEntry]) -> list[int]:
+    """The seqs whose payload was removed, each named by a later archive or redact decision that lists it."""
+    gone = [e for e in entries if e.redacted is not None]
+    for e in gone:
+        at = e.redacted or 0
+        decision = entries[at - 1] if 0 < at <= len(entries) else None
+        listed = decision.value.get("seqs") if decision is not None and isinstance(decision.value, dict) else None
+        if (decision is None or at <= (e.seq or 0) or decision.value.get("decision") not in ("archive", "redact")
+                or not isinstance(listed, list) or e.seq not in listed):
+            raise fail(run_id, "entry", f"its payload was removed, naming decision seq {at}, but no archive or "
+                       f"redact decision there lists it: the payload was removed by something other than tether",
+                       e.seq)
+        if e.payload_sha256 is None:
+            raise fail(run_id, "entry", "it is marked redacted but carries no payload digest", e.seq)
+    return [e.seq or 0 for e in gone]
 
 
 def _check_costs(run_id: str, entries: list[JournalEntry]) -> None:

@@ -71,7 +71,7 @@ def _report(verified: Verified, json_out: bool) -> None:
     if json_out:
         emit_json({"run_id": verified.run_id, "ok": True, "entries": len(verified.entries), "agents": verified.agents,
                    "total_usd": verified.cost.total_usd, "head": verified.head.to_json(), "checks": verified.checks,
-                   "unchained": verified.unchained})
+                   "unchained": verified.unchained, "no_payload": verified.no_payload})
         return
     console().print(esc(verified.summary()))
 

@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "tether.cli.retention_commands",
     "tether.cli.session_commands",
     "tether.cli.estimate_command",
+    "tether.cli.redaction_commands",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Literal, NotRequired
 
@@ -91,6 +92,11 @@ class JournalEntry(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields
     prev: str | None = None
     """The hash chain (`tether.journal.chain`): the sha256 of the previous entry's stored bytes without its
     checksum member (64 zeros at seq 1). None in journals written before entries were chained."""
+    payload_sha256: str | None = None
+    """The sha256 (hex) of the entry's payload (`PAYLOAD` members, `payload_bytes`): when set, the chain hashes the
+    entry with this digest in place of its payload (`chain_form`), so removing the payload leaves the link whole."""
+    redacted: int | None = None
+    """The seq of the decision that removed this entry's payload (archive or redact); None while it holds it."""
     unknown: dict[str, Any] | None = msgspec.field(default=None, name=_NOT_STORED)
     """Members this version does not know (a newer one wrote them), written back untouched."""
 
@@ -205,19 +211,96 @@ def entry_from_dict(data: Any) -> JournalEntry:
     return entry
 
 
-def entry_bytes(entry: JournalEntry, seq: int | None = None) -> bytes:
-    """The entry as compact JSON: its set members in declaration order, then the unknown ones as they were.
+PAYLOAD = ("value", "error")
+"""The members that may hold a run's texts (outputs, tool arguments and results, error messages): an entry with a
+`payload_sha256` commits them by digest, so archive and redact can remove them (docs/audit.md)."""
+DIGEST_MEMBER = b',"payload_sha256":"'
+"""Where a sealed entry's chain form ends in its stored bytes: this member, 64 hex digits and a quote."""
 
-    `seq` numbers the bytes without numbering the entry. The entry itself is never changed: members typed
-    float that hold an int (a clock or a tally may hand one) are written as the floats a store reads back,
-    so the same entry dumps to the same bytes however it was built."""
+
+def payload_bytes(entry: JournalEntry) -> bytes | None:
+    """The canonical bytes of the entry's payload (`{"value":...,"error":...}`, unset members left out), or None
+    when it has none: what `payload_sha256` digests."""
+    if entry.value is None and entry.error is None:
+        return None
+    payload = {"value": entry.value} if entry.error is None else {"value": entry.value, "error": entry.error}
+    return to_json(payload, exclude_none=True)
+
+
+_DIGEST_AT = len(DIGEST_MEMBER)
+_PLACEHOLDER = b"0" * 64
+
+
+def entry_parts(entry: JournalEntry, seq: int | None = None, payload: bytes | None = None) -> tuple[bytes, bytes]:
+    """(the bytes the chain hashes, the entry's bytes): the same for an unsealed entry; for a sealed one (its
+    `payload_sha256` set) the chain form is the entry without its payload and its redaction mark, ending with the
+    digest, and the stored bytes are that form followed by the payload (or `"redacted"`). `payload`: the entry's
+    `payload_bytes`, when the caller has them."""
+    if entry.payload_sha256 is None:
+        body = entry_bytes(entry, seq)
+        return body, body
+    if not entry.unknown:
+        body = STORED.dump_json(_payload_last(_numbered(entry, seq), entry.payload_sha256), exclude_none=True)
+        at = body.find(DIGEST_MEMBER) + _DIGEST_AT
+        if body[at:at + 64] == entry.payload_sha256.encode():  # (else a nested member of that name came first)
+            return body[:at + 65] + b"}", body
+    skeleton = entry_bytes(msgspec.structs.replace(entry, value=None, error=None, payload_sha256=None,
+                                                   redacted=None), seq)
+    chain = b"".join((skeleton[:-1], DIGEST_MEMBER, entry.payload_sha256.encode(), b'"}'))
+    if entry.redacted is not None:
+        return chain, chain[:-1] + b',"redacted":' + str(entry.redacted).encode() + b"}"
+    payload = payload_bytes(entry) if payload is None else payload
+    return chain, chain[:-1] + b"," + payload[1:] if payload is not None else chain
+
+
+def sealed_parts(entry: JournalEntry, seq: int | None = None) -> tuple[bytes, bytes] | None:
+    """Seal a fresh entry in place (set its `payload_sha256`) and return `entry_parts`, with one serialization: the
+    digest is taken over the payload bytes the entry is written with. None when there is nothing to seal this way
+    (no payload, already sealed, members this version does not know)."""
+    if entry.payload_sha256 is not None or entry.unknown or (entry.value is None and entry.error is None):
+        return None
+    body = STORED.dump_json(_payload_last(_numbered(entry, seq), "0" * 64), exclude_none=True)
+    at = body.find(DIGEST_MEMBER) + _DIGEST_AT
+    end = at + 64
+    if body[at:end] != _PLACEHOLDER:
+        return None
+    digest = hashlib.sha256(b"{" + body[end + 2:]).hexdigest()
+    entry.payload_sha256 = digest
+    body = body[:at] + digest.encode() + body[end:]
+    return body[:end + 1] + b"}", body
+
+
+def _payload_last(members: dict[str, Any], digest: str) -> dict[str, Any]:
+    """`members` reordered for a sealed entry: the digest, then the payload and the redaction mark, last (the
+    serializer writes a dict's members in its order)."""
+    later = {"payload_sha256": digest, "value": members.pop("value"), "error": members.pop("error"),
+             "redacted": members.pop("redacted")}
+    del members["payload_sha256"]
+    members.update(later)
+    return members
+
+
+def _numbered(entry: JournalEntry, seq: int | None) -> dict[str, Any]:
+    """The entry's members to serialize: floats as floats, `seq` numbering the bytes."""
     members = _members(entry)
     for name in _FLOATS:
         if type(members[name]) is int:
             members[name] = float(members[name])
     if seq is not None:
         members["seq"] = seq
-    body = STORED.dump_json(members, exclude_none=True)
+    return members
+
+
+def entry_bytes(entry: JournalEntry, seq: int | None = None) -> bytes:
+    """The entry as compact JSON: its set members in declaration order, then the unknown ones as they were (a
+    sealed entry's payload after them: `entry_parts`).
+
+    `seq` numbers the bytes without numbering the entry. The entry itself is never changed: members typed
+    float that hold an int (a clock or a tally may hand one) are written as the floats a store reads back,
+    so the same entry dumps to the same bytes however it was built."""
+    if entry.payload_sha256 is not None:
+        return entry_parts(entry, seq)[1]
+    body = STORED.dump_json(_numbered(entry, seq), exclude_none=True)
     if not entry.unknown:
         return body
     tail = to_json(entry.unknown)  # `{...}`: its members follow the declared ones

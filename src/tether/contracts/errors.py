@@ -104,6 +104,14 @@ class RunActiveError(TetherError):
     code = "run-active"
 
 
+class RunRetainedError(TetherError):
+    """A run whose payloads were removed (`data["decision"]`: `archive` or `redact`, at `data["seq"]`) cannot resume
+    or be forked: its journal no longer holds the outputs a replay returns. Its record still verifies; start a new
+    run for new work. Also raised when a redaction cannot be done without breaking the chain (`data["why"]`)."""
+
+    code = "run-retained"
+
+
 class StoreUnavailableError(TetherError):
     """The store could not be reached or used (lost connection, locked file); nothing was written."""
 

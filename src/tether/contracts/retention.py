@@ -7,7 +7,7 @@ counts what it holds, and compacts itself. Every store shipped with tether imple
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -66,3 +66,28 @@ class RetentionStore(Protocol):
     async def store_stats(self, *, largest: int = 5) -> StoreStats: ...
 
     async def compact(self) -> CompactResult: ...
+
+
+class RunRewrite(BaseModel):
+    """What archive or redact writes back for one run, at once: entries re-stored by seq (their payloads removed,
+    their chain forms untouched), blobs replaced, the meta and the effect rows rewritten, and the decision entries
+    appended after the journal's end."""
+
+    run_id: str
+    entries: dict[int, str] = Field(default_factory=dict)
+    """Stored texts by seq (`tether.stores.codec.entry_json`)."""
+    blobs: dict[str, bytes] = Field(default_factory=dict)
+    meta_json: str | None = None
+    """The run's meta as JSON (None: left as it is)."""
+    effects: list[dict[str, Any]] | None = None
+    """Every effect row of the run, in order (None: left as they are)."""
+    append: list[tuple[int, str]] = Field(default_factory=list)
+    """(seq, stored text) rows that continue the journal right after its last entry."""
+
+
+@runtime_checkable
+class RewritingStore(Protocol):
+    """A store archive and redact can rewrite a run's payloads in (one transaction where it has them), leaving no
+    copy of the old bytes it can reach (SQLite: secure_delete and a truncated WAL)."""
+
+    async def rewrite_run(self, rewrite: RunRewrite) -> None: ...

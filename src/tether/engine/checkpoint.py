@@ -34,6 +34,7 @@ from tether.journal.blobs import checkpoint_key as checkpoint_key
 from tether.journal.blobs import chunk_key as chunk_key
 from tether.journal.blobs import chunk_link_error as chunk_link_error
 from tether.journal.blobs import head_links as head_links
+from tether.journal.blobs import is_redacted_blob, vouched_digest
 
 
 class _Chunk(BaseModel):
@@ -107,6 +108,10 @@ class _Unreadable(Exception):
     """A checkpoint that does not hold together (why, for the error a vouched-for read raises)."""
 
 
+class _Redacted(_Unreadable):
+    """A checkpoint whose text archive or redact removed: its digests check, its messages are gone."""
+
+
 async def _read(store: JournalStore, key: str, expect: str | None) -> tuple[LoopState, Tally, CheckpointChain] | None:
     data = await store.get_blob(key)
     if data is None:
@@ -115,9 +120,11 @@ async def _read(store: JournalStore, key: str, expect: str | None) -> tuple[Loop
         return None
     if expect == "":
         raise _Unreadable("a checkpoint head exists although its terminal journaled that it wrote none")
-    if expect is not None and blob_digest(data) != expect:
-        raise _Unreadable(f"its checkpoint head's sha256 is {blob_digest(data)[:16]}.., not the {expect[:16]}.. "
+    if expect is not None and vouched_digest(data) != expect:
+        raise _Unreadable(f"its checkpoint head's sha256 is {vouched_digest(data)[:16]}.., not the {expect[:16]}.. "
                           f"its terminal journaled")
+    if is_redacted_blob(data):
+        raise _Redacted("its checkpoint head was emptied by archive or redact")
     try:
         envelope = json.loads(data)
         if isinstance(envelope, dict) and envelope.get("layout") == 2:
@@ -126,6 +133,8 @@ async def _read(store: JournalStore, key: str, expect: str | None) -> tuple[Loop
             broken = chunk_link_error(head.tip, raws) if head.tip is not None else None
             if broken is not None:
                 raise _Unreadable(broken)
+            if any(raw is not None and is_redacted_blob(raw) for raw in raws):
+                raise _Redacted("a chunk of its transcript was emptied by archive or redact")
             messages: list[Message] = []
             for i, raw in enumerate(raws):
                 if raw is None:
@@ -175,6 +184,8 @@ class AgentTranscript(BaseModel):
     turns: int = 0
     usage: Usage = Usage()
     served_by: str | None = None
+    redacted: bool = False
+    """Archive or redact removed its text (`messages` empty); the digests its terminal journaled still check."""
 
 
 async def read_transcript(store: JournalStore, agent_id: int, ref: str, expect: str | None = None) -> AgentTranscript:
@@ -182,6 +193,8 @@ async def read_transcript(store: JournalStore, agent_id: int, ref: str, expect: 
     wrote none), and a checkpoint that is not that one is a `JournalCorruptError`, never a transcript."""
     try:
         restored = await _read(store, ref, expect)
+    except _Redacted:
+        return AgentTranscript(agent_id=agent_id, checkpoint_ref=ref, checkpointed=True, redacted=True)
     except _Unreadable as exc:
         if expect is None:
             restored = None

@@ -31,6 +31,7 @@ from tether.journal.cost import BUDGET_RAISED, ORPHANS_SETTLED, UNPRICED_ALLOWED
 from tether.journal.keys import args_hash
 from tether.journal.lineage import FORK_MEMBER, Lineage
 from tether.journal.matching import CONTINUES, JournalIndex, continued_seq
+from tether.journal.retained import refuse_retained
 from tether.journal.scope import is_under
 
 NOT_COPIED_DECISIONS = frozenset({"genesis", "settle", "budget-refusal", BUDGET_RAISED, ORPHANS_SETTLED,
@@ -167,6 +168,7 @@ async def plan_fork(
     if not source:
         raise RunNotFoundError(f"no run {source_id!r} in this store to fork; check the run id (tether runs lists "
                                f"them) and the store URL", run_id=source_id)
+    refuse_retained(source_id, source)  # its copied entries would replay without their payloads
     if new_id == source_id:
         raise ConfigError(f"a fork needs a new run id, not its source's {source_id!r}; pass another new_run_id")
     last = source[-1].seq or 0

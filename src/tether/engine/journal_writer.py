@@ -138,12 +138,12 @@ class JournalWriter:
             )
         self._fenced()
         seq = self.head + 1
-        claimed, linked = entry.seq, entry.prev
-        entry.seq, entry.prev = seq, self._link  # numbered and chained in place: callers hand over a fresh entry
+        claimed, linked, digest = entry.seq, entry.prev, entry.payload_sha256
+        entry.seq, entry.prev = seq, self._link  # numbered, chained and sealed in place: a fresh entry is handed over
         try:
-            text, self._link = encode_linked(self.run_id, seq, entry)  # a value not JSON fails its caller only
+            text, self._link = encode_linked(self.run_id, seq, entry, seal=True)  # a value not JSON fails its caller
         except BaseException:
-            entry.seq, entry.prev = claimed, linked
+            entry.seq, entry.prev, entry.payload_sha256 = claimed, linked, digest
             raise
         batch = self._open
         if batch is None:

@@ -57,6 +57,7 @@ from tether.journal.cost import (
 from tether.journal.keys import GENESIS_KEY, SETTLE_KEY, args_hash
 from tether.journal.lineage import Lineage, kept_meta, lineage_of, settle_members
 from tether.journal.matching import JournalIndex
+from tether.journal.retained import refuse_retained
 from tether.tools.ledger import orphans
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ async def _drive(
         entries = await store.load(run_id)
         index = JournalIndex.build(entries, opts.invalidate)  # the one pass over the journal
         check_compatibility(run_id, index)
+        refuse_retained(run_id, index.decision_entries)  # an archived or redacted run holds no payloads to replay
         meta = await store.get_meta(run_id)
         if (opts.resume or opts.dry_run) and not entries and meta is None:
             raise RunNotFoundError(

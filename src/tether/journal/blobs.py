@@ -29,6 +29,46 @@ def blob_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+BLOB_LINKS = ("layout", "lineage", "index", "start", "chunks", "tip", "prev")
+"""A checkpoint blob's members that link it to the others: a redacted blob keeps them, and its digest."""
+
+
+def redacted_blob(data: bytes, decision_seq: int) -> bytes:
+    """A checkpoint blob with its content removed (archive, redact): its linking members, the sha256 of the bytes
+    it replaces (what the chain recorded of them) and the seq of the decision that removed them."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        doc = None
+    links = {k: doc[k] for k in BLOB_LINKS if k in doc} if isinstance(doc, dict) else {}
+    return json.dumps({**links, "redacted": decision_seq, "sha256": blob_digest(data)},
+                      separators=(",", ":")).encode()
+
+
+def redaction_of(data: bytes) -> tuple[int, str] | None:
+    """(the decision seq, the sha256 of the removed bytes) of a redacted blob; None for any other blob."""
+    if b'"redacted":' not in data:
+        return None
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or type(doc.get("redacted")) is not int or not isinstance(doc.get("sha256"), str):
+        return None
+    return doc["redacted"], doc["sha256"]
+
+
+def is_redacted_blob(data: bytes) -> bool:
+    """Whether `data` is a blob whose content archive or redact removed."""
+    return redaction_of(data) is not None
+
+
+def vouched_digest(data: bytes) -> str:
+    """The sha256 the chain records of a stored blob: its own, or for a redacted one the bytes it replaced."""
+    mark = redaction_of(data)
+    return blob_digest(data) if mark is None else mark[1]
+
+
 def head_links(data: bytes) -> tuple[int, str | None]:
     """How many chunks a stored head names, and the sha256 of the last one (None: an older, unlinked head)."""
     try:
@@ -54,7 +94,7 @@ def chunk_link_error(tip: str, raws: Sequence[bytes | None]) -> str | None:
             linked = None
         if linked != before:
             return f"its chunk {i} does not link to the chunk before it (edited, or from another transcript)"
-        before = blob_digest(raw)
+        before = vouched_digest(raw)
     if before != tip:
         return "its last chunk is not the one its head names (a chunk was edited, added or removed)"
     return None

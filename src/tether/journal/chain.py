@@ -8,6 +8,12 @@ bundle's signed head (`tether.audit`) or a recorded head vouches for. Every teth
 entries; loads check every link an entry carries. An unchained entry (a journal written before entries
 were chained, or a raw `store.append`) still loads, and `tether verify` refuses a run that holds one
 after a chained entry: nothing vouches for the link into it.
+
+A *sealed* entry (its `payload_sha256` set: every entry tether's writers append since payloads were committed by
+digest) is chained by its *chain form* instead: its stored bytes up to and including that digest, the payload
+(`value`, `error`) after it left out. The payload is checked against the digest when it is there; archive and
+redact remove it (leaving `"redacted":<seq>`) and the link holds. An unsealed entry (written before) is chained by
+its whole body, as before: both rules load and verify side by side.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from tether.contracts.entries import JournalEntry, entry_bytes
+from tether.contracts.entries import DIGEST_MEMBER, JournalEntry, entry_parts, payload_bytes
 from tether.contracts.errors import JournalCorruptError
 
 GENESIS = "0" * 64
@@ -43,8 +49,51 @@ def without_checksum(entry: JournalEntry) -> JournalEntry:
 
 
 def body_of(entry: JournalEntry) -> bytes:
-    """A loaded entry's body as this version encodes it (its stored bytes, for anything it wrote itself)."""
-    return entry_bytes(without_checksum(entry))
+    """The bytes of a loaded entry the chain hashes, as this version encodes it: its stored body, or a sealed
+    entry's chain form (its stored bytes for anything it wrote itself)."""
+    return entry_parts(without_checksum(entry))[0]
+
+
+_DIGEST_AT = len(DIGEST_MEMBER)
+_REDACTED = b',"redacted":'
+
+
+def chain_part(body: bytes) -> tuple[bytes, bytes | None, bytes | None]:
+    """(the bytes of a stored body the chain hashes, the payload digest it records, the payload bytes it holds).
+
+    An unsealed body is hashed whole (no digest, no payload); a sealed one up to its digest; a redacted one holds
+    no payload (None). The digest member is the first of its name (a nested member of that name in the chain
+    form makes this split wrong, and the link fail, never pass: the checked path recomputes it)."""
+    at = body.find(DIGEST_MEMBER)
+    if at < 0:
+        return body, None, None
+    end = at + _DIGEST_AT + 64
+    if body[end:end + 2] not in (b'",', b'"}'):
+        return body, None, None
+    sealed = body[:end + 1] + b"}"
+    rest = body[end + 1:]
+    if rest.startswith(_REDACTED) or rest == b"}":
+        return sealed, body[at + _DIGEST_AT:end], None
+    return sealed, body[at + _DIGEST_AT:end], b"{" + rest[1:]
+
+
+def sealed(entry: JournalEntry, payload: bytes | None = None) -> bytes | None:
+    """Seal `entry` in place (a fresh one a writer is about to append): set its `payload_sha256` when it has a
+    payload and none yet. Returns its payload bytes (None: nothing to seal)."""
+    if entry.payload_sha256 is not None or entry.redacted is not None:
+        return None
+    payload = payload_bytes(entry) if payload is None else payload
+    if payload is not None:
+        entry.payload_sha256 = hashlib.sha256(payload).hexdigest()
+    return payload
+
+
+def payload_holds(entry: JournalEntry) -> bool:
+    """Whether a sealed entry's payload is the one its digest commits (a redacted or unsealed one: True)."""
+    if entry.payload_sha256 is None or entry.redacted is not None:
+        return True
+    payload = payload_bytes(entry)
+    return payload is not None and hashlib.sha256(payload).hexdigest() == entry.payload_sha256
 
 
 def link_after(entries: Sequence[JournalEntry]) -> str:
@@ -55,6 +104,7 @@ def link_after(entries: Sequence[JournalEntry]) -> str:
 def chained(entries: Sequence[JournalEntry], entry: JournalEntry) -> JournalEntry:
     """`entry` linked to the end of `entries`, for a writer that appends it right after them (its seq set)."""
     entry.prev = link_after(entries)
+    sealed(entry)
     return entry
 
 
@@ -62,7 +112,9 @@ def relinked(entries: Sequence[JournalEntry]) -> list[JournalEntry]:
     """Copies of `entries` (seq order, numbered) with every link recomputed: a journal rebuilt elsewhere."""
     out: list[JournalEntry] = []
     for entry in entries:
-        out.append(entry.replace(prev=link_after(out)))
+        copy = entry.replace(prev=link_after(out))
+        sealed(copy)
+        out.append(copy)
     return out
 
 

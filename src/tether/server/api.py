@@ -168,6 +168,7 @@ async def transcript(call: Call) -> Transcript:
         turns=int(value.get("turns") or read.turns), messages=read.messages,
         output=value.get("output"), error=terminal.error if terminal is not None else None,
         usage=usage or read.usage, served_by=(terminal.served_by if terminal is not None else None) or read.served_by,
+        redacted=read.redacted or (terminal is not None and terminal.redacted is not None),
     )
 
 

@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from tether.contracts.retention import CompactResult, StoreStats
 from tether.engine.engine import Engine
+from tether.engine.redaction import RetentionReport
 from tether.engine.retention import DeleteReport, SweepReport
 from tether.journal.cost import CostReport
 from tether.journal.diff import RunDiff
@@ -95,6 +96,12 @@ def operations() -> list[Operation]:
         Operation("DELETE", RUN, "delete_run", "Delete the run with every row and child run it owns (engine.delete); "
                   "409 run-active when it is running, queued or suspended, unless force", retention.delete_run,
                   DeleteReport, query=retention.DeleteQuery, errors=(404, 409)),
+        Operation("POST", f"{RUN}/archive", "archive_run", "Empty the run's texts (and its child runs'); numbers, "
+                  "statuses, costs, digests and the chain stay; journaled as a decision", retention.archive_run,
+                  RetentionReport, body=retention.ArchiveRequest, errors=(404, 409)),
+        Operation("POST", f"{RUN}/redact", "redact_run", "Remove one text (match) or one entry's payload (seq) "
+                  "everywhere the store keeps it; the chain still verifies; journaled as a decision",
+                  retention.redact_run, RetentionReport, body=retention.RedactRequest, errors=(400, 404, 409)),
         Operation("POST", "/api/sweep", "sweep", "Delete the settled runs last updated before a time (dry_run lists "
                   "them); runs that may still move are skipped and named", retention.sweep, SweepReport,
                   body=retention.SweepRequest, errors=(400,)),

@@ -288,6 +288,8 @@ class Transcript(BaseModel):
     error: dict[str, JsonValue] | None = None
     usage: Usage = Field(default_factory=Usage)
     served_by: str | None = None
+    redacted: bool = Field(default=False, description="Archive or redact removed its text (messages and output "
+                           "empty); the digests its terminal journaled still check.")
 
 
 class ResolveRequest(BaseModel):

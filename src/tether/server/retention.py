@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tether.contracts.entries import MetaStatus
 from tether.contracts.retention import CompactResult, StoreStats
-from tether.engine import retention
+from tether.engine import redaction, retention
+from tether.engine.redaction import RetentionReport
 from tether.engine.retention import DeleteReport, SweepReport
 from tether.server.api import state_of
 from tether.server.models import BODY
@@ -67,3 +69,51 @@ async def store_stats(call: Call) -> StoreStats:
 
 async def compact(call: Call) -> CompactResult:
     return await retention.compact(await state_of(call).engine.store())
+
+
+class ArchiveRequest(BaseModel):
+    """`POST /api/runs/{run_id}/archive`: why (journaled with who and when)."""
+
+    model_config = BODY
+
+    why: str | None = Field(default=None, max_length=2000)
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    """A member one of which the body must carry (`oneOf` above): its schema names no default."""
+    schema.pop("default", None)
+
+
+class RedactRequest(BaseModel):
+    """`POST /api/runs/{run_id}/redact`: one of `match` (every payload holding the text) or `seq` (one entry's)."""
+
+    model_config = ConfigDict(**BODY, json_schema_extra={"oneOf": [{"required": ["match"]}, {"required": ["seq"]}]})
+
+    match: Annotated[str | None, WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 10_000})] = Field(
+        default=None, min_length=1, max_length=10_000, json_schema_extra=_no_default)
+    seq: Annotated[int | None, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+        default=None, ge=1, json_schema_extra=_no_default)
+    why: str | None = Field(default=None, max_length=2000)
+
+
+def _not_driven(call: Call, what: str) -> None:
+    if state_of(call).driving(call.run_id) is not None:
+        raise ApiError(409, "run-driven-here", f"run {call.run_id!r} is running in this server; {what} it once it "
+                       f"settles", run_id=call.run_id)
+
+
+async def archive_run(call: Call) -> RetentionReport:
+    """`tether.engine.redaction.archive`: 409 `run-active` for a running or queued run."""
+    body = call.body
+    assert isinstance(body, ArchiveRequest)
+    _not_driven(call, "archive")
+    return await redaction.archive(state_of(call).engine, call.run_id, why=body.why)
+
+
+async def redact_run(call: Call) -> RetentionReport:
+    """`tether.engine.redaction.redact`: 409 `run-retained` when the text is in chained members or in an entry
+    written before payloads were sealed (nothing changed), 400 `config` without exactly one of match and seq."""
+    body = call.body
+    assert isinstance(body, RedactRequest)
+    _not_driven(call, "redact")
+    return await redaction.redact(state_of(call).engine, call.run_id, match=body.match, seq=body.seq, why=body.why)

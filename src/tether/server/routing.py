@@ -22,6 +22,7 @@ from tether.contracts.errors import (
     NonSerializableValueError,
     RunActiveError,
     RunNotFoundError,
+    RunRetainedError,
     StoreUnavailableError,
     TetherError,
 )
@@ -56,6 +57,7 @@ _STATUS_OF: tuple[tuple[type[TetherError], int], ...] = (
     (JournalCorruptError, 500),
     (LeaseHeldError, 409),
     (RunActiveError, 409),
+    (RunRetainedError, 409),
     (JournalSealedError, 409),
     (JournalCompatibilityError, 409),
     (NonSerializableValueError, 422),

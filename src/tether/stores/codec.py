@@ -20,9 +20,27 @@ import msgspec
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from tether.contracts.entries import ENTRY, JournalEntry, RunMeta, entry_bytes, entry_from_dict, member_types
+from tether.contracts.entries import (
+    DIGEST_MEMBER,
+    ENTRY,
+    JournalEntry,
+    RunMeta,
+    entry_from_dict,
+    entry_parts,
+    member_types,
+    sealed_parts,
+)
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
-from tether.journal.chain import GENESIS, body_of, broken_link, digest, genesis_link, without_checksum
+from tether.journal.chain import (
+    GENESIS,
+    body_of,
+    broken_link,
+    chain_part,
+    digest,
+    genesis_link,
+    sealed,
+    without_checksum,
+)
 
 CHECKSUM_DIGITS = 32
 _MEMBER = b',"checksum":"'
@@ -40,20 +58,24 @@ def entry_json(entry: JournalEntry, seq: int) -> str:
     return linked_json(entry, seq)[0]
 
 
-def linked_json(entry: JournalEntry, seq: int) -> tuple[str, str]:
+def linked_json(entry: JournalEntry, seq: int, *, seal: bool = False) -> tuple[str, str]:
     """(the stored text of an entry at `seq`, the link to it: the `prev` of the entry after it).
 
-    One sha256 of the body gives both the checksum (its first digits) and the link."""
+    One sha256 of the bytes the chain hashes gives both the checksum (its first digits) and the link; a sealed
+    entry's payload is hashed once more, into its `payload_sha256` (`seal`: seal a fresh entry in place first)."""
     entry = without_checksum(entry)
     try:
-        body = entry_bytes(entry, seq)  # numbered in the bytes only: the caller's entry is not changed
+        parts = sealed_parts(entry, seq) if seal else None  # one serialization seals and writes a fresh entry
+        if parts is None:
+            parts = entry_parts(entry, seq, sealed(entry) if seal else None)  # numbered in the bytes only
+        chain, body = parts
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise NonSerializableValueError(
             f"journal entry (kind {entry.kind!r}, key {entry.key!r}) is not JSON-serializable "
             f"({exc}); nothing was appended. Journal plain JSON data or pydantic models.",
             kind=entry.kind,
         ) from None
-    link = digest(body)
+    link = digest(chain)
     return f'{body[:-1].decode()},"checksum":"{link[:CHECKSUM_DIGITS]}"}}', link
 
 
@@ -62,8 +84,8 @@ def encode_entry(run_id: str, seq: int, entry: JournalEntry) -> str:
     return encode_linked(run_id, seq, entry)[0]
 
 
-def encode_linked(run_id: str, seq: int, entry: JournalEntry) -> tuple[str, str]:
-    """`encode_entry`, and the link to the entry (`linked_json`)."""
+def encode_linked(run_id: str, seq: int, entry: JournalEntry, *, seal: bool = False) -> tuple[str, str]:
+    """`encode_entry`, and the link to the entry (`linked_json`; `seal`: seal the fresh entry in place)."""
     if entry.seq is not None and entry.seq != seq:
         raise JournalOrderViolation(
             f"journal order: run '{run_id}' expects seq {seq} next but the entry carries seq "
@@ -82,7 +104,7 @@ def encode_linked(run_id: str, seq: int, entry: JournalEntry) -> tuple[str, str]
             seq=seq,
             ref=entry.ref,
         )
-    return linked_json(entry, seq)
+    return linked_json(entry, seq, seal=seal)
 
 
 def number_entries(
@@ -139,7 +161,16 @@ def _verified_body(raw: bytes) -> bytes | None:
     if at <= 0 or raw[n - 2 :] != b'"}' or raw[at : at + _MEMBER_LEN] != _MEMBER:
         return None
     body = raw[:at] + b"}"
-    return body if checksum(body).encode() == raw[at + _MEMBER_LEN : n - 2] else None
+    return body if checksum(chain_part(body)[0]).encode() == raw[at + _MEMBER_LEN : n - 2] else None
+
+
+def payload_error(body: bytes) -> str | None:
+    """Why a sealed entry's payload is not the one its digest commits (None: it is, or it has none)."""
+    _, recorded, payload = chain_part(body)
+    if recorded is None or payload is None or hashlib.sha256(payload).hexdigest().encode() == recorded:
+        return None
+    return ("its payload checksum (payload_sha256) does not match its payload (the payload was changed after it "
+            "was written)")
 
 
 def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str]] | None:
@@ -150,7 +181,9 @@ def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str
     every load).
     """
     sha256, member, suffix_len, member_len = hashlib.sha256, _MEMBER, _SUFFIX_LEN, _MEMBER_LEN
-    digits = CHECKSUM_DIGITS
+    digits, sealed_at, redacted_at = CHECKSUM_DIGITS, DIGEST_MEMBER, b',"redacted":'
+    digest_at = len(DIGEST_MEMBER)
+    digest_end = digest_at + 64
     bodies: list[bytes] = []
     links: list[str] = []
     append, link = bodies.append, links.append
@@ -161,7 +194,15 @@ def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str
         if at <= 0 or raw[at : at + member_len] != member or raw[-2:] != b'"}':
             return None
         body = raw[:at] + b"}"
-        full = sha256(body).hexdigest()
+        sealed = body.find(sealed_at)
+        if sealed < 0:
+            full = sha256(body).hexdigest()
+        else:  # a sealed entry: the chain hashes its form without the payload, and the payload its digest
+            end = sealed + digest_end  # the digest's closing quote
+            if body[end + 1:end + 13] != redacted_at and sha256(b"{" + body[end + 2:]).hexdigest().encode() != body[
+                    sealed + digest_at:end]:
+                return None
+            full = sha256(body[:end + 1] + b"}").hexdigest()
         if full[:digits].encode() != raw[at + member_len : -2]:
             return None
         append(body)
@@ -223,11 +264,14 @@ class EntryDecoder:
         raw = text.encode() if isinstance(text, str) else bytes(text)
         body, stored = _split_checksum(raw.strip())
         if stored is not None:
-            if checksum(body).encode() != stored:
+            if checksum(chain_part(body)[0]).encode() != stored:
                 raise self._corrupt(
                     where, "its checksum does not match its bytes (the entry was changed after it was written)",
                     part="checksum",
                 )
+            bad_payload = payload_error(body)
+            if bad_payload is not None:
+                raise self._corrupt(where, bad_payload, part="checksum")
             self._checksummed = True
         elif self._checksummed and body.strip():
             try:
@@ -254,7 +298,7 @@ class EntryDecoder:
         before, before_body = last
         # The writer linked to its predecessor as this version encodes it; for entries this version
         # wrote that is their stored bytes, for an older one's it may not be, so both are accepted.
-        if entry.prev != digest(before_body.strip()) and entry.prev != digest(body_of(before)):
+        if entry.prev != digest(chain_part(before_body.strip())[0]) and entry.prev != digest(body_of(before)):
             raise broken_link(self.run_id, before.seq or 0, seq, where)
 
     def _validated(self, body: bytes, where: str) -> JournalEntry:

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import JournalCorruptError, StoreUnavailableError
-from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.contracts.retention import CompactResult, RunRewrite, RunSize, StoreStats
 from tether.journal.blobs import blob_owner, run_blob_keys
 from tether.stores.codec import (
     EntryDecoder,
@@ -354,6 +354,28 @@ class JsonlStore(JsonlSessions):
                 meta.unlink(missing_ok=True)
                 self._tails.pop(run_id, None)
         return counts
+
+    async def rewrite_run(self, rewrite: RunRewrite) -> None:
+        """`RewritingStore.rewrite_run` under the run's lock: each file written whole to a new file that replaces
+        it (blobs, effects, meta, then the journal with the appended rows: one rename makes it all visible)."""
+        run_id = rewrite.run_id
+        path = self._file(run_id, ".jsonl")
+        with self._locked(run_id):
+            data = path.read_bytes()
+            lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
+            check_rows(run_id, len(lines), rewrite.append)
+            for seq, text in rewrite.entries.items():
+                lines[seq - 1] = text.encode()
+            lines += [text.encode() for _, text in rewrite.append]
+            for key, blob in rewrite.blobs.items():
+                _atomic_write(self._blob(key), blob, self._fsync)
+            if rewrite.effects is not None:
+                _atomic_write(self._file(run_id, ".effects.jsonl"),
+                              "".join(effect_json(run_id, row) + "\n" for row in rewrite.effects).encode(), self._fsync)
+            if rewrite.meta_json is not None:
+                _atomic_write(self._file(run_id, ".meta.json"), rewrite.meta_json.encode(), self._fsync)
+            _atomic_write(path, b"".join(line + b"\n" for line in lines), self._fsync)
+            self._tails.pop(run_id, None)
 
     async def store_stats(self, *, largest: int = 5) -> StoreStats:
         sizes: dict[str, list[int]] = {}

@@ -11,10 +11,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
-from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.contracts.retention import CompactResult, RunRewrite, RunSize, StoreStats
 from tether.contracts.sessions import DEFAULT_NOTE_CAP, Note, SessionRecord, TurnRecord, evicted
 from tether.journal.blobs import blob_owner
-from tether.stores.codec import check_rows, decode_rows, effect_json, number_entries
+from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
     check_acquire,
     check_fence,
@@ -115,6 +115,20 @@ class MemoryStore:
         for k in gone:
             del self._blobs[k]
         return {**counts, "blobs": len(gone)}
+
+    async def rewrite_run(self, rewrite: RunRewrite) -> None:
+        """`RewritingStore.rewrite_run`: every change at once (nothing else runs between them)."""
+        run_id = rewrite.run_id
+        log = self._entries.setdefault(run_id, [])
+        check_rows(run_id, len(log), rewrite.append)
+        for seq, text in rewrite.entries.items():
+            log[seq - 1] = text
+        log.extend(text for _, text in rewrite.append)
+        self._blobs.update(rewrite.blobs)
+        if rewrite.meta_json is not None:
+            self._meta[run_id] = decode_meta(rewrite.meta_json)
+        if rewrite.effects is not None:
+            self._effects[run_id] = [effect_json(run_id, row) for row in rewrite.effects]
 
     async def store_stats(self, *, largest: int = 5) -> StoreStats:
         sizes = [RunSize(run_id=r, entries=len(self._entries.get(r, [])),

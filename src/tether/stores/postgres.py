@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import ConfigError, LeaseHeldError, StoreUnavailableError
 from tether.contracts.queue import QueuedRun
-from tether.contracts.retention import CompactResult, StoreStats
+from tether.contracts.retention import CompactResult, RunRewrite, StoreStats
 from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json
 from tether.stores.group_commit import GroupCommit
 from tether.stores.leases import cancel_request_key, check_acquire, check_fence, renewed
@@ -328,6 +328,15 @@ class PostgresStore(PostgresQueue):
             self._prefetched.forget(run_id)
             self._appends.forget(run_id)
         return counts
+
+    async def rewrite_run(self, rewrite: RunRewrite) -> None:
+        """`RewritingStore.rewrite_run` in one transaction (`postgres_retention`)."""
+        from tether.stores import postgres_retention
+
+        self._prefetched.forget(rewrite.run_id)
+        await self._retention(lambda conn: postgres_retention.rewrite_run(conn, self.schema, rewrite), transaction=True)
+        self._prefetched.forget(rewrite.run_id)
+        self._appends.forget(rewrite.run_id)
 
     async def store_stats(self, *, largest: int = 5) -> StoreStats:
         from tether.stores import postgres_retention

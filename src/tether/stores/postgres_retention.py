@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.contracts.retention import CompactResult, RunRewrite, RunSize, StoreStats
+from tether.stores.codec import check_rows, effect_json
 
 RUN_TABLES = ("entries", "meta", "effects", "leases", "queue")
 """The tables keyed by `run_id` whose rows a delete removes whole (`epochs` stays)."""
@@ -38,6 +39,28 @@ async def delete_runs(conn: Any, schema: str, run_ids: Sequence[str], keep_blobs
         f"DELETE FROM {s}.blobs WHERE split_part(key, '/', 1) = ANY(%s) AND NOT (key = ANY(%s))",
         (ids, list(keep_blobs)))).rowcount
     return counts
+
+
+async def rewrite_run(conn: Any, schema: str, rewrite: RunRewrite) -> None:
+    """`RewritingStore.rewrite_run` in the caller's transaction, under the run's advisory lock (every fenced write of
+    the run takes it): entries and blobs updated in place, the meta, the effect rows, the appended decisions."""
+    s, run_id = f'"{schema}"', rewrite.run_id
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (run_id,))
+    (last,) = await _one(conn, f"SELECT coalesce(max(seq), 0) FROM {s}.entries WHERE run_id = %s", (run_id,))
+    check_rows(run_id, int(last), rewrite.append)
+    async with conn.cursor() as cur:
+        await cur.executemany(f"UPDATE {s}.entries SET json = %s WHERE run_id = %s AND seq = %s",
+                              [(text, run_id, seq) for seq, text in rewrite.entries.items()])
+        await cur.executemany(f"INSERT INTO {s}.entries (run_id, seq, json) VALUES (%s, %s, %s)",
+                              [(run_id, seq, text) for seq, text in rewrite.append])
+        await cur.executemany(f"UPDATE {s}.blobs SET data = %s WHERE key = %s",
+                              [(data, key) for key, data in rewrite.blobs.items()])
+        if rewrite.meta_json is not None:
+            await cur.execute(f"UPDATE {s}.meta SET json = %s WHERE run_id = %s", (rewrite.meta_json, run_id))
+        if rewrite.effects is not None:
+            await cur.execute(f"DELETE FROM {s}.effects WHERE run_id = %s", (run_id,))
+            await cur.executemany(f"INSERT INTO {s}.effects (run_id, json) VALUES (%s, %s)",
+                                  [(run_id, effect_json(run_id, row)) for row in rewrite.effects])
 
 
 async def _one(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:

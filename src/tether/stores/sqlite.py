@@ -19,7 +19,7 @@ from typing import Any
 
 from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, StoreUnavailableError
-from tether.contracts.retention import CompactResult, RunSize, StoreStats
+from tether.contracts.retention import CompactResult, RunRewrite, RunSize, StoreStats
 from tether.journal.blobs import blob_prefix
 from tether.stores.codec import check_rows, decode_meta, decode_rows, effect_json, number_entries
 from tether.stores.leases import (
@@ -395,6 +395,34 @@ class SqliteStore(SqliteSessions):
                 c.executemany("DELETE FROM blobs WHERE key = ?", [(k,) for k in keys])
                 counts["blobs"] += len(keys)
         return counts
+
+    async def rewrite_run(self, rewrite: RunRewrite) -> None:
+        """`RewritingStore.rewrite_run` in one transaction with secure_delete on (the bytes an update frees are
+        zeroed), then the WAL checkpointed and truncated, so no page of the file holds the old payloads."""
+        run_id = rewrite.run_id
+        self._heads.pop(run_id, None)
+        self._settled.pop(run_id, None)
+        with self._lock, self._driver():
+            self._conn.execute("PRAGMA secure_delete = ON")
+        try:
+            with self._tx() as c:
+                last = c.execute("SELECT MAX(seq) FROM entries WHERE run_id = ?", (run_id,)).fetchone()[0] or 0
+                check_rows(run_id, last, rewrite.append)
+                c.executemany("UPDATE entries SET json = ? WHERE run_id = ? AND seq = ?",
+                              [(text, run_id, seq) for seq, text in rewrite.entries.items()])
+                c.executemany(_INSERT, [(run_id, seq, text) for seq, text in rewrite.append])
+                c.executemany("UPDATE blobs SET data = ? WHERE key = ?", [(d, k) for k, d in rewrite.blobs.items()])
+                if rewrite.meta_json is not None:
+                    c.execute("UPDATE meta SET json = ? WHERE run_id = ?", (rewrite.meta_json, run_id))
+                if rewrite.effects is not None:
+                    c.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
+                    c.executemany("INSERT INTO effects (run_id, json) VALUES (?, ?)",
+                                  [(run_id, effect_json(run_id, row)) for row in rewrite.effects])
+        finally:
+            with self._lock, self._driver():
+                self._conn.execute("PRAGMA secure_delete = OFF")
+        with self._read() as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _disk(self, c: sqlite3.Connection) -> tuple[int, int]:
         """(bytes the database file takes, bytes of its free pages)."""

@@ -510,6 +510,14 @@
       const t0 = det.started_at || det.created_at;
       const cut = new Set(det.cut_seqs || []);
       el.journalHint.textContent = entries.length + " entries";
+      const removers = new Map(entries.filter((x) => x.kind === "decision" && x.value && (x.value.decision === "archive" || x.value.decision === "redact"))
+        .map((x) => [x.seq, x.value]));
+      if (removers.size) {
+        const last = [...removers.values()].pop();
+        el.journalHint.append(" · ", h("span", { class: "pill static", "data-status": "cancelled", "data-testid": "retention-mark",
+          title: "payloads removed by " + (last.by || "?") + (last.why ? ": " + last.why : "") + "; digests, costs and the chain kept (tether verify)" },
+          last.decision === "archive" ? "archived" : "redacted"));
+      }
       const rows = [];
       for (const e of entries) {
         const at = e.ended_at || e.started_at;
@@ -519,14 +527,19 @@
         const copyMark = copy ? h("span", { class: "pill static reuse" + (copy.reused ? "" : " unreached"), "data-testid": copy.reused ? "reused" : "unreached",
           title: (copy.reused ? "copied from the source and reused: the source paid for it" : "copied from the source, but the fork's code did not reach it")
             + (copy.source_seq ? " (source seq " + copy.source_seq + ")" : "") }, copy.reused ? "reused" : "not reused") : null;
+        const remover = e.redacted === null || e.redacted === undefined ? null : (removers.get(e.redacted) || {});
+        const goneMark = remover ? h("span", { class: "pill static", "data-status": "cancelled", "data-testid": "no-payload",
+          title: "payload removed by the decision at seq " + e.redacted + (remover.why ? " (" + remover.why + ")" : "") + "; its sha256 is kept, so the chain still verifies" },
+          remover.decision === "archive" ? "archived" : "redacted") : null;
         rows.push(h("tr", { class: "clickable" + (copy ? " copied" : ""), "data-seq": e.seq, "data-reuse": copy ? (copy.reused ? "reused" : "unreached") : null,
+          "data-redacted": remover ? String(e.redacted) : null,
           onclick: () => { if (open) page.expanded.delete(e.seq); else page.expanded.add(e.seq); renderJournal(det, entries, reuse); } },
           h("td", { class: "num mono" }, e.seq), h("td", { class: "num mono muted hide-sm" }, e.ref === null ? "" : e.ref),
           h("td", {}, h("span", { class: "kind kind-" + e.kind }, e.kind)),
           h("td", {}, e.status ? h("span", { class: "pill static", "data-status": e.status }, e.status) : ""),
           h("td", { class: "mono small hide-sm" }, e.scope || "·"),
           h("td", {}, e.kind === "tree" || !e.label ? describe(e) : e.label,
-            copyMark, cut.has(e.seq) ? h("span", { class: "pill", "data-status": "suspended", "data-testid": "cut-dispatch", title: "a crash cut this call off: it is charged at its worst case" }, "cut") : null),
+            copyMark, goneMark, cut.has(e.seq) ? h("span", { class: "pill", "data-status": "suspended", "data-testid": "cut-dispatch", title: "a crash cut this call off: it is charged at its worst case" }, "cut") : null),
           h("td", { class: "num" }, tokens === null ? "" : int(tokens)),
           h("td", { class: "num" }, e.cost_usd !== null ? usd(e.cost_usd) : worst(e)),
           copy ? h("td", { class: "num muted", title: "the source's time: copied from the source run", "data-testid": "source-time" }, at ? "src " + new Date(at * 1000).toLocaleTimeString() : "")
@@ -736,7 +749,8 @@
         h("dl", { class: "kv" }, h("dt", {}, "status"), h("dd", {}, pill(t.status)), h("dt", {}, "turns"), h("dd", {}, t.turns),
           h("dt", {}, "served by"), h("dd", { class: "mono" }, t.served_by || "—"),
           h("dt", {}, "tokens"), h("dd", {}, int(t.usage.input_tokens) + " in · " + int(t.usage.output_tokens) + " out")),
-        t.checkpointed ? msgs : h("div", { class: "muted small" }, "No checkpoint: the agent answered in its first turn, so its output below is the whole transcript."),
+        t.redacted ? h("div", { class: "muted small", "data-testid": "transcript-redacted" }, "Its text was removed by archive or redact; the digests its terminal journaled still check (tether verify).")
+          : t.checkpointed ? msgs : h("div", { class: "muted small" }, "No checkpoint: the agent answered in its first turn, so its output below is the whole transcript."),
         t.output !== null ? h("div", { class: "msg assistant" }, h("div", { class: "role" }, "output"), typeof t.output === "string" ? h("div", { class: "text" }, t.output) : json(t.output)) : null,
         t.error ? h("div", { class: "msg" }, h("div", { class: "role" }, "error"), json(t.error)) : null);
     } catch (e) { fill(body, h("div", { class: "error-box" }, e.message)); }
