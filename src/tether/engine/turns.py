@@ -2,7 +2,9 @@
 
 A turn's history is, for each ancestor from the session's first turn down to its parent, the user's message
 (the `prompt` its genesis names) and the final answer (the value its last `settle` holds, when it settled
-`ok`). Ancestors are settled runs, so a resume reads the same history a live turn read.
+`ok`). Ancestors are settled runs, so a resume reads the same history a live turn read. An archived or redacted
+ancestor keeps its place: what retention removed reads `[turn N was archived]` (or `redacted`), so the line stays
+a conversation the model can follow (docs/sessions.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tether.contracts.messages import Message
 from tether.contracts.protocols import JournalStore
 from tether.contracts.sessions import SessionNotFoundError, SessionStore, TurnOf
 from tether.journal.keys import GENESIS_KEY, SETTLE_KEY
+from tether.journal.retained import retention_mark
 
 
 def turn_of(entries: Sequence[JournalEntry]) -> TurnOf | None:
@@ -44,7 +47,9 @@ async def history(store: JournalStore, turn: TurnOf) -> tuple[Message, ...]:
         return ()
     if not isinstance(store, SessionStore):
         raise SessionNotFoundError(f"{type(store).__name__} holds no sessions", session=turn["session"])
-    parents = {t.run_id: t.parent for t in await store.session_turns(turn["session"])}
+    records = await store.session_turns(turn["session"])
+    parents = {t.run_id: t.parent for t in records}
+    index = {t.run_id: t.index for t in records}
     line: list[str] = []
     at: str | None = turn["parent"]
     while at is not None:
@@ -59,6 +64,12 @@ async def history(store: JournalStore, turn: TurnOf) -> tuple[Message, ...]:
     for run_id in reversed(line):
         entries = await store.load(run_id)
         ancestor, answer = turn_of(entries), answer_of(entries)
+        mark = retention_mark(entries)
+        if mark is not None:  # archived or redacted: the turn keeps its place, its removed text says so
+            gone = f"[turn {index[run_id]} was {'archived' if mark.value.get('decision') == 'archive' else 'redacted'}]"
+            prompt = ancestor["prompt"] if ancestor is not None else gone
+            messages += [Message.text("user", prompt), Message.text("assistant", answer or gone)]
+            continue
         if ancestor is None or answer is None:
             continue  # a turn that did not settle ok (refused, failed) adds nothing to the conversation
         messages += [Message.text("user", ancestor["prompt"]), Message.text("assistant", answer)]
