@@ -255,6 +255,18 @@ async def _meta(store: _Store, run_id: str) -> RunMeta | None:
     return await store.get_meta(run_id)
 
 
+async def turn_raise_room(store: JournalStore, run_id: str, turn: TurnOf) -> float | None:
+    """The highest ceiling a raise may give `run_id`, turn `turn` of a session with a ceiling: what the session's
+    ceiling leaves after its other turns (None: the session has no ceiling, or is not in this store)."""
+    if not isinstance(store, SessionStore):
+        return None
+    rec = await store.session_get(turn["session"])
+    if rec is None or rec.budget_usd is None:
+        return None
+    others = [t for t in await store.session_turns(turn["session"]) if t.run_id != run_id]
+    return max(0.0, rec.budget_usd - await _held(cast(_Store, store), others))
+
+
 async def _held(store: _Store, records: list[TurnRecord]) -> float:
     """Settled turns count their cost; a turn still running (or cut off) counts at least its grant."""
     total = 0.0
