@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         RunActiveError,
         RunHandedBackError,
         RunNotFoundError,
+        RunRetainedError,
         StoreUnavailableError,
         TetherError,
     )
@@ -100,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "RunHandedBackError": "tether.contracts.errors",
     "RunActiveError": "tether.contracts.errors",
     "RunNotFoundError": "tether.contracts.errors",
+    "RunRetainedError": "tether.contracts.errors",
     "StoreUnavailableError": "tether.contracts.errors",
     "TetherError": "tether.contracts.errors",
     "AgentEvent": "tether.contracts.events",
@@ -231,6 +233,7 @@ __all__ = [
     "RunNotFoundError",
     "RunOptions",
     "RunOutcome",
+    "RunRetainedError",
     "Session",
     "SessionConflictError",
     "SessionNotFoundError",

@@ -86,3 +86,24 @@ async def test_a_send_naming_an_unknown_workflow_or_option_claims_no_turn(tmp_pa
     assert await session.turns() == [] and (await session.record()).head is None
     assert (await session.send("hello", workflow=support)).index == 1
     await engine.close()
+
+
+async def test_a_raise_of_a_turn_run_stays_under_its_session_ceiling(store_url: str, tmp_path: Path) -> None:
+    engine, support = build(store_url, str(tmp_path / "requests.jsonl"))
+    try:
+        session = engine.session("raised", budget_usd=0.05)
+        for prompt in ("one", "two"):
+            assert (await session.send(prompt, workflow=support)).status == "ok"
+        with pytest.raises(tether.BudgetExhaustedError) as refused:
+            await engine.raise_budget("raised.2", 1.0)
+        assert refused.value.data["reason"] == tether.StopReason.SESSION_CEILING
+        assert refused.value.data["room_usd"] == pytest.approx(0.05 - 0.0055)  # the ceiling less turn 1's spend
+        assert "tether session raise raised" in refused.value.message
+        await session.raise_budget(0.06)  # the turn's ceiling was all the session had left: raise the session first
+        assert (await engine.raise_budget("raised.2", 0.05)).ceiling_usd == pytest.approx(0.05)  # within the room
+        with pytest.raises(tether.BudgetExhaustedError):
+            await engine.raise_budget("raised.2", 0.06)  # 0.0545 is the room now
+        await session.raise_budget(2.0)
+        assert (await engine.raise_budget("raised.2", 1.0)).ceiling_usd == pytest.approx(1.0)
+    finally:
+        await engine.close()

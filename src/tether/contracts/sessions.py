@@ -24,8 +24,9 @@ class TurnOf(TypedDict):
     parent: str | None
     """The parent turn's run id (None: the session's first turn)."""
     workspace: str
-    prompt: str
-    """The user's message of this turn, as later turns' history shows it."""
+    prompt_sha256: str
+    """The sha256 of the user's message of this turn. The text is the run's args (which archive and redact may
+    remove); later turns' history shows it when it still matches this digest."""
 
 
 @dataclass(frozen=True, slots=True)

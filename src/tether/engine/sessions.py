@@ -8,7 +8,6 @@ at most what the session's own ceiling has left. Money figures come from each tu
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, Unpack, cast
@@ -30,6 +29,7 @@ from tether.engine.handle import RunHandle
 from tether.engine.options import ResumeOptions, RunOptions, StartOptions, segment_options
 from tether.engine.outcome import RunOutcome
 from tether.engine.seam import WorkflowRef
+from tether.engine.turns import message_sha256, user_message
 from tether.engine.workflow import Workflow
 from tether.journal.cost import fold_cost
 from tether.journal.keys import SETTLE_KEY
@@ -183,7 +183,8 @@ class Session:
                 f"session {self.session_id!r} moved while turn {index} was being sent (another send or a branch "
                 f"won); nothing ran. Read the session again and send on its new head, or branch from the turn "
                 f"you meant (session.branch(turn)).", session=self.session_id, expected_version=rec.version)
-        session = TurnOf(session=self.session_id, turn=index, parent=rec.head, workspace=rec.workspace, prompt=text)
+        session = TurnOf(session=self.session_id, turn=index, parent=rec.head, workspace=rec.workspace,
+                         prompt_sha256=message_sha256(text))
         options["budget_usd"], options["session"] = grant, session
         handle = self._engine.start(flow, args, run_id=run_id, **options)
         return await self._view(store, turn, await handle)
@@ -254,6 +255,18 @@ async def _meta(store: _Store, run_id: str) -> RunMeta | None:
     return await store.get_meta(run_id)
 
 
+async def turn_raise_room(store: JournalStore, run_id: str, turn: TurnOf) -> float | None:
+    """The highest ceiling a raise may give `run_id`, turn `turn` of a session with a ceiling: what the session's
+    ceiling leaves after its other turns (None: the session has no ceiling, or is not in this store)."""
+    if not isinstance(store, SessionStore):
+        return None
+    rec = await store.session_get(turn["session"])
+    if rec is None or rec.budget_usd is None:
+        return None
+    others = [t for t in await store.session_turns(turn["session"]) if t.run_id != run_id]
+    return max(0.0, rec.budget_usd - await _held(cast(_Store, store), others))
+
+
 async def _held(store: _Store, records: list[TurnRecord]) -> float:
     """Settled turns count their cost; a turn still running (or cut off) counts at least its grant."""
     total = 0.0
@@ -270,11 +283,8 @@ def _settled_value(journal: list[JournalEntry]) -> Any:
 
 
 def _args(prompt: str | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    if isinstance(prompt, str):
-        return {"prompt": prompt}, prompt
-    args = dict(prompt)
-    text = args.get("prompt")
-    return args, text if isinstance(text, str) else json.dumps(args, sort_keys=True, default=str)
+    args = {"prompt": prompt} if isinstance(prompt, str) else dict(prompt)
+    return args, user_message(args) or ""
 
 
 def _find(records: list[TurnRecord], turn: str | int | None, session_id: str) -> TurnRecord:

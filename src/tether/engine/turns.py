@@ -1,8 +1,11 @@
 """A session turn as its run sees it: what its genesis names, and the history built from its ancestors' journals.
 
 A turn's history is, for each ancestor from the session's first turn down to its parent, the user's message
-(the `prompt` its genesis names) and the final answer (the value its last `settle` holds, when it settled
-`ok`). Ancestors are settled runs, so a resume reads the same history a live turn read.
+(from the run's args, checked against the sha256 its genesis commits, so retention can remove the text) and the
+final answer (the value its last `settle` holds, when it settled
+`ok`). Ancestors are settled runs, so a resume reads the same history a live turn read. An archived or redacted
+ancestor keeps its place: what retention removed reads `[turn N was archived]` (or `redacted`), so the line stays
+a conversation the model can follow (docs/sessions.md).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from tether.contracts.messages import Message
 from tether.contracts.protocols import JournalStore
 from tether.contracts.sessions import SessionNotFoundError, SessionStore, TurnOf
 from tether.journal.keys import GENESIS_KEY, SETTLE_KEY
+from tether.journal.retained import retention_mark
 
 
 def turn_of(entries: Sequence[JournalEntry]) -> TurnOf | None:
@@ -44,7 +48,9 @@ async def history(store: JournalStore, turn: TurnOf) -> tuple[Message, ...]:
         return ()
     if not isinstance(store, SessionStore):
         raise SessionNotFoundError(f"{type(store).__name__} holds no sessions", session=turn["session"])
-    parents = {t.run_id: t.parent for t in await store.session_turns(turn["session"])}
+    records = await store.session_turns(turn["session"])
+    parents = {t.run_id: t.parent for t in records}
+    index = {t.run_id: t.index for t in records}
     line: list[str] = []
     at: str | None = turn["parent"]
     while at is not None:
@@ -59,10 +65,38 @@ async def history(store: JournalStore, turn: TurnOf) -> tuple[Message, ...]:
     for run_id in reversed(line):
         entries = await store.load(run_id)
         ancestor, answer = turn_of(entries), answer_of(entries)
-        if ancestor is None or answer is None:
+        mark = retention_mark(entries)
+        if ancestor is None or (answer is None and mark is None):
             continue  # a turn that did not settle ok (refused, failed) adds nothing to the conversation
-        messages += [Message.text("user", ancestor["prompt"]), Message.text("assistant", answer)]
+        meta = await store.get_meta(run_id)
+        said = user_message(meta.args) if meta is not None and meta.args is not None else None
+        if said is not None and message_sha256(said) != ancestor["prompt_sha256"]:
+            said = None  # its args were archived or redacted (or edited): the chained digest decides
+        if mark is not None or said is None:  # the turn keeps its place; what retention removed says so
+            how = "archived" if mark is not None and mark.value.get("decision") == "archive" else "redacted"
+            gone = f"[turn {index[run_id]} was {how}]"
+            messages += [Message.text("user", said or gone), Message.text("assistant", answer or gone)]
+            continue
+        messages += [Message.text("user", said), Message.text("assistant", answer or "")]
     return tuple(messages)
+
+
+def user_message(args: Any) -> str | None:
+    """A turn's user message from its run's args: the `prompt` text, else the args as JSON (None: no args)."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    if not isinstance(args, dict):
+        return None
+    text = args.get("prompt")
+    return text if isinstance(text, str) else json.dumps(args, sort_keys=True, default=str)
+
+
+def message_sha256(text: str) -> str:
+    """What a turn's genesis commits of its user message (the text itself lives in the run's args)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def history_identity(prompt: str, messages: Sequence[Message]) -> str:
@@ -81,13 +115,13 @@ class TurnContext:
     turn: int
     parent: str | None
     workspace: str
-    prompt: str
+    prompt_sha256: str
     store: JournalStore
 
     async def history(self) -> tuple[Message, ...]:
         """The earlier turns of this line as messages (pass them as `ctx.agent(..., history=...)`)."""
         return await history(self.store, TurnOf(session=self.session_id, turn=self.turn, parent=self.parent,
-                                                workspace=self.workspace, prompt=self.prompt))
+                                                workspace=self.workspace, prompt_sha256=self.prompt_sha256))
 
 
 def turn_context(store: JournalStore, entries: Sequence[JournalEntry]) -> TurnContext | None:
@@ -95,4 +129,5 @@ def turn_context(store: JournalStore, entries: Sequence[JournalEntry]) -> TurnCo
     if found is None:
         return None
     return TurnContext(session_id=found["session"], turn=found["turn"], parent=found["parent"],
-                       workspace=found["workspace"], prompt=found["prompt"], store=store)
+                       workspace=found["workspace"], prompt_sha256=found["prompt_sha256"],
+                       store=store)

@@ -33,26 +33,22 @@ class TurnView(BaseModel):
     why: str | None = None
 
 
-class SessionView(BaseModel):
+class SessionSummary(BaseModel):
+    """A session as a list shows it: its head, ceiling and version."""
+
+    session_id: str
+    workspace: str
+    head: str | None
+    budget_usd: float | None
+    version: int
+    created_at: float
+
+
+class SessionView(SessionSummary):
     """A session with every turn of every line, its head and what its turns count against its ceiling."""
 
-    session_id: str
-    workspace: str
-    head: str | None
-    budget_usd: float | None
-    version: int
-    created_at: float
     spent_usd: float
     turns: list[TurnView]
-
-
-class SessionSummary(BaseModel):
-    session_id: str
-    workspace: str
-    head: str | None
-    budget_usd: float | None
-    version: int
-    created_at: float
 
 
 class SessionList(BaseModel):

@@ -357,7 +357,9 @@ class JsonlStore(JsonlSessions):
 
     async def rewrite_run(self, rewrite: RunRewrite) -> None:
         """`RewritingStore.rewrite_run` under the run's lock: each file written whole to a new file that replaces
-        it (blobs, effects, meta, then the journal with the appended rows: one rename makes it all visible)."""
+        it. The journal goes first: once its rename lands the run holds its retention decision (resume refused), so
+        a crash before the blobs, effects and meta are replaced leaves texts a second archive or redact removes,
+        never a removed text with no decision naming it."""
         run_id = rewrite.run_id
         path = self._file(run_id, ".jsonl")
         with self._locked(run_id):
@@ -367,6 +369,8 @@ class JsonlStore(JsonlSessions):
             for seq, text in rewrite.entries.items():
                 lines[seq - 1] = text.encode()
             lines += [text.encode() for _, text in rewrite.append]
+            _atomic_write(path, b"".join(line + b"\n" for line in lines), self._fsync)
+            self._tails.pop(run_id, None)
             for key, blob in rewrite.blobs.items():
                 _atomic_write(self._blob(key), blob, self._fsync)
             if rewrite.effects is not None:
@@ -374,8 +378,6 @@ class JsonlStore(JsonlSessions):
                               "".join(effect_json(run_id, row) + "\n" for row in rewrite.effects).encode(), self._fsync)
             if rewrite.meta_json is not None:
                 _atomic_write(self._file(run_id, ".meta.json"), rewrite.meta_json.encode(), self._fsync)
-            _atomic_write(path, b"".join(line + b"\n" for line in lines), self._fsync)
-            self._tails.pop(run_id, None)
 
     async def store_stats(self, *, largest: int = 5) -> StoreStats:
         sizes: dict[str, list[int]] = {}
