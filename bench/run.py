@@ -76,7 +76,9 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "cli_version": lambda: startup.cli_version(5 if quick else startup.ROUNDS),
         "run_first_request": lambda: startup.run_first_request(3 if quick else 5),
     }
-    if not quick:
+    if not quick:  # 100,000 agents in one run, at most HUGE_CONCURRENCY invocations at once (a minute or two)
+        figs["concurrent_tether_100000"] = lambda: agent_loop.concurrent_tether(
+            100_000, concurrency=agent_loop.HUGE_CONCURRENCY)
         for n in (100, 1_000):
             figs[f"scale_concurrency_tether_{n}"] = lambda n=n: agent_loop.concurrent_tether(n)
             figs[f"scale_concurrency_pydantic_ai_{n}"] = lambda n=n: agent_loop.concurrent_pydantic_ai(n)
@@ -158,6 +160,17 @@ def _err(r: dict[str, Any]) -> str | None:
     return None if e is None else str(e)
 
 
+def _huge_rows(h: dict[str, Any], t: dict[str, Any]) -> list[Row]:
+    """The 100,000-agent rows: wall per agent beside the 10,000-agent run's (cost linear in agents), peak RSS."""
+    label = "100,000 one-turn agents in one run (10 ms), at most 10,000 at once"
+    if _err(h) or _err(t):
+        return [Row(label, _err(h) or "", _err(t) or "", "n/a", "<= 1.2x")]
+    per, per10 = h["wall_s"] / 100_000 * 1e6, t["wall_s"] / 10_000 * 1e6
+    return [Row(f"{label}, wall per agent (total)", f"{_f(per, ' us')} ({_f(h['wall_s'], ' s', 1)})",
+                f"10,000 at once, per agent: {_f(per10, ' us')}", _ratio(per, per10), "<= 1.2x"),
+            Row(f"{label}, peak RSS", _f(h.get("rss_mb"), " MB"), "", "", "<= 1,500 MB")]
+
+
 def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
     out: list[Row] = []
     big = 2_000 if quick else 10_000
@@ -210,6 +223,9 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
                 out.append(Row(f"{n:,} one-turn agents, at most 1,000 at once, peak RSS", _f(b.get("rss_mb"), " MB"),
                                f"pydantic-ai (all at once): {_f(p.get('rss_mb'), ' MB')}",
                                _ratio(b.get("rss_mb"), p.get("rss_mb")), "(info)"))
+            h = res.get("concurrent_tether_100000", {})
+            if h:
+                out += _huge_rows(h, t)
     for kind, raw in (("sqlite", "SELECT + json.loads"), ("jsonl", "read file + json.loads per line")):
         r = res.get(f"replay_{kind}", {})
         if not r:
