@@ -179,19 +179,19 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
     if "one_turn" not in res:
         pass
     elif _err(o):
-        out.append(Row("one-turn agent, us/invocation", "error", _err(o) or "", "", "<= 0.25x"))
+        out.append(Row("one-turn agent, us/invocation", "error", _err(o) or "", "", "<= 0.15x"))
     else:
         t = o.get("tether_sqlite_us")
         out.append(Row("one-turn agent (SQLite journal), us/invocation", _f(t, " us"),
                        f"pydantic-ai Agent + TestModel: {_f(o.get('pydantic_ai_test_us'), ' us')}",
-                       _ratio(t, o.get("pydantic_ai_test_us")), "<= 0.25x"))
+                       _ratio(t, o.get("pydantic_ai_test_us")), "<= 0.15x"))
         out.append(Row("one-turn agent (SQLite journal), us/invocation", _f(t, " us"),
                        f"pydantic-ai Agent + FunctionModel: {_f(o.get('pydantic_ai_function_us'), ' us')}",
-                       _ratio(t, o.get("pydantic_ai_function_us")), "<= 0.25x"))
+                       _ratio(t, o.get("pydantic_ai_function_us")), "<= 0.15x"))
         median = o.get("median_ratio_test")
         if median is not None:
             out.append(Row("one-turn agent (SQLite journal), median ratio of the rounds to TestModel", "", "",
-                           f"{median:.2f}x", "<= 0.25x"))
+                           f"{median:.2f}x", "<= 0.15x"))
         long = o.get("tether_sqlite_long_us")
         if long is not None:
             out.append(Row(f"one-turn agent (SQLite journal), {o.get('long_runs', 0):.0f} runs of them on one file "
@@ -207,15 +207,15 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
             continue
         label = f"{n:,} concurrent one-turn agents (10 ms), wall"
         if _err(t) or _err(p):
-            out.append(Row(label, _err(t) or "", _err(p) or "", "n/a", "<= 0.25x"))
+            out.append(Row(label, _err(t) or "", _err(p) or "", "n/a", "<= 0.10x"))
             continue
         ref = f"pydantic-ai FunctionModel: {_f(p.get('wall_s'), ' s', 2)}"
         out.append(Row(label, _f(t.get("wall_s"), " s", 2), ref,
-                       _ratio(t.get("wall_s"), p.get("wall_s")), "<= 0.25x"))
+                       _ratio(t.get("wall_s"), p.get("wall_s")), "<= 0.10x"))
         if n == big:
             out.append(Row(f"{n:,} concurrent one-turn agents, peak RSS", _f(t.get("rss_mb"), " MB"),
                            f"pydantic-ai: {_f(p.get('rss_mb'), ' MB')}", _ratio(t.get("rss_mb"), p.get("rss_mb")),
-                           "<= 250 MB"))
+                           "<= 200 MB"))
             b = res.get(f"concurrent_tether_{n}_bounded", {})
             if b and not _err(b):
                 out.append(Row(f"{n:,} one-turn agents, at most 1,000 at once (engine concurrency), wall",
@@ -232,14 +232,14 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
             continue
         label = f"replay of a {r.get('entries', 0):,.0f}-entry run ({kind}), entries/s"
         if _err(r):
-            out.append(Row(label, _err(r) or "", "", "n/a", ">= 0.50x"))
+            out.append(Row(label, _err(r) or "", "", "n/a", ">= 0.90x"))
             continue
         out.append(Row(label, _f(r.get("tether_per_s")), f"raw {raw}: {_f(r.get('raw_per_s'))}",
-                       _ratio(r.get("tether_per_s"), r.get("raw_per_s")), ">= 0.50x"))
+                       _ratio(r.get("tether_per_s"), r.get("raw_per_s")), ">= 0.90x"))
         if r.get("load_per_s"):
             out.append(Row(f"store read of that run ({kind}: read, verify checksums, decode), entries/s",
                            _f(r.get("load_per_s")), f"raw {raw}: {_f(r.get('raw_per_s'))}",
-                           _ratio(r.get("load_per_s"), r.get("raw_per_s")), ">= 0.50x"))
+                           _ratio(r.get("load_per_s"), r.get("raw_per_s")), ">= 0.90x"))
     rep, uni = res.get("repeated_label", {}), res.get("unique_label", {})
     if rep and uni and not (_err(rep) or _err(uni)):
         extra = f" ({rep['examined']:,.0f} candidates examined)" if "examined" in rep else ""
@@ -256,15 +256,15 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
     if not a:
         pass
     elif _err(a):
-        out.append(Row("SQLite appends, appends/s", "n/a", _err(a) or "", "n/a", ">= 0.70x"))
+        out.append(Row("SQLite appends, appends/s", "n/a", _err(a) or "", "n/a", ">= 0.90x"))
     else:
         median = a.get("median_ratio")
         out.append(Row("SQLite appends (one per transaction, leased), appends/s, best round",
                        _f(a.get("tether_per_s")), f"raw sqlite3 insert+commit: {_f(a.get('raw_per_s'))}",
-                       _ratio(a.get("tether_per_s"), a.get("raw_per_s")), ">= 0.70x"))
+                       _ratio(a.get("tether_per_s"), a.get("raw_per_s")), ">= 0.90x"))
         if median is not None:
             out.append(Row("SQLite appends, median ratio of the paired rounds", "", "", f"{median:.2f}x",
-                           ">= 0.70x"))
+                           ">= 0.90x"))
     ch = res.get("chain_appends", {})
     if ch and _err(ch):
         out.append(Row("hash chain, appends/s", "n/a", _err(ch) or "", "n/a", "(info)"))
