@@ -168,6 +168,9 @@ def _huge_rows(h: dict[str, Any], t: dict[str, Any]) -> list[Row]:
     per, per10 = h["wall_s"] / 100_000 * 1e6, t["wall_s"] / 10_000 * 1e6
     return [Row(f"{label}, wall per agent (total)", f"{_f(per, ' us')} ({_f(h['wall_s'], ' s', 1)})",
                 f"10,000 at once, per agent: {_f(per10, ' us')}", _ratio(per, per10), "<= 1.2x"),
+            *([Row(f"{label}, CPU per agent (the process's CPU seconds; a loaded box moves them less)",
+                   _f(h["cpu_s"] / 100_000 * 1e6, " us"), f"10,000 at once: {_f(t['cpu_s'] / 10_000 * 1e6, ' us')}",
+                   _ratio(h["cpu_s"], t["cpu_s"] * 10), "(info)")] if "cpu_s" in h and "cpu_s" in t else []),
             Row(f"{label}, peak RSS", _f(h.get("rss_mb"), " MB"), "", "", "<= 1,500 MB")]
 
 
