@@ -23,6 +23,8 @@ ONE_TURN_N = 500
 LONG_RUNS = 8
 """The one-turn figure's long form: this many runs of `ONE_TURN_N` agents, one after another, on one store."""
 LATENCY_S = 0.01
+HUGE_CONCURRENCY = 10_000
+"""The 100,000-agent figure's bound on agent invocations running at once (`Engine(concurrency=...)`)."""
 
 
 def _quiet() -> None:
@@ -154,15 +156,16 @@ def concurrent_tether(n: int, latency_s: float = LATENCY_S, concurrency: int | N
             done = await ctx.parallel([functools.partial(one, i) for i in range(n)])
             return len(done)
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = await engine.run(fan, {"n": n}, run_id="fan")
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         assert out.status == "ok" and out.value == n, out
         await engine.close()
-        return elapsed
+        return elapsed, cpu
 
     with tempfile.TemporaryDirectory() as tmp:
-        return {"wall_s": asyncio.run(main(tmp))}
+        wall, cpu = asyncio.run(main(tmp))
+        return {"wall_s": wall, "cpu_s": cpu}
 
 
 def concurrent_pydantic_ai(n: int, latency_s: float = LATENCY_S) -> dict[str, float]:

@@ -76,7 +76,9 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "cli_version": lambda: startup.cli_version(5 if quick else startup.ROUNDS),
         "run_first_request": lambda: startup.run_first_request(3 if quick else 5),
     }
-    if not quick:
+    if not quick:  # 100,000 agents in one run, at most HUGE_CONCURRENCY invocations at once (a minute or two)
+        figs["concurrent_tether_100000"] = lambda: agent_loop.concurrent_tether(
+            100_000, concurrency=agent_loop.HUGE_CONCURRENCY)
         for n in (100, 1_000):
             figs[f"scale_concurrency_tether_{n}"] = lambda n=n: agent_loop.concurrent_tether(n)
             figs[f"scale_concurrency_pydantic_ai_{n}"] = lambda n=n: agent_loop.concurrent_pydantic_ai(n)
@@ -158,6 +160,20 @@ def _err(r: dict[str, Any]) -> str | None:
     return None if e is None else str(e)
 
 
+def _huge_rows(h: dict[str, Any], t: dict[str, Any]) -> list[Row]:
+    """The 100,000-agent rows: wall per agent beside the 10,000-agent run's (cost linear in agents), peak RSS."""
+    label = "100,000 one-turn agents in one run (10 ms), at most 10,000 at once"
+    if _err(h) or _err(t):
+        return [Row(label, _err(h) or "", _err(t) or "", "n/a", "<= 1.2x")]
+    per, per10 = h["wall_s"] / 100_000 * 1e6, t["wall_s"] / 10_000 * 1e6
+    return [Row(f"{label}, wall per agent (total)", f"{_f(per, ' us')} ({_f(h['wall_s'], ' s', 1)})",
+                f"10,000 at once, per agent: {_f(per10, ' us')}", _ratio(per, per10), "<= 1.2x"),
+            *([Row(f"{label}, CPU per agent (the process's CPU seconds; a loaded box moves them less)",
+                   _f(h["cpu_s"] / 100_000 * 1e6, " us"), f"10,000 at once: {_f(t['cpu_s'] / 10_000 * 1e6, ' us')}",
+                   _ratio(h["cpu_s"], t["cpu_s"] * 10), "(info)")] if "cpu_s" in h and "cpu_s" in t else []),
+            Row(f"{label}, peak RSS", _f(h.get("rss_mb"), " MB"), "", "", "<= 1,500 MB")]
+
+
 def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
     out: list[Row] = []
     big = 2_000 if quick else 10_000
@@ -166,19 +182,19 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
     if "one_turn" not in res:
         pass
     elif _err(o):
-        out.append(Row("one-turn agent, us/invocation", "error", _err(o) or "", "", "<= 0.25x"))
+        out.append(Row("one-turn agent, us/invocation", "error", _err(o) or "", "", "<= 0.15x"))
     else:
         t = o.get("tether_sqlite_us")
         out.append(Row("one-turn agent (SQLite journal), us/invocation", _f(t, " us"),
                        f"pydantic-ai Agent + TestModel: {_f(o.get('pydantic_ai_test_us'), ' us')}",
-                       _ratio(t, o.get("pydantic_ai_test_us")), "<= 0.25x"))
+                       _ratio(t, o.get("pydantic_ai_test_us")), "<= 0.15x"))
         out.append(Row("one-turn agent (SQLite journal), us/invocation", _f(t, " us"),
                        f"pydantic-ai Agent + FunctionModel: {_f(o.get('pydantic_ai_function_us'), ' us')}",
-                       _ratio(t, o.get("pydantic_ai_function_us")), "<= 0.25x"))
+                       _ratio(t, o.get("pydantic_ai_function_us")), "<= 0.15x"))
         median = o.get("median_ratio_test")
         if median is not None:
             out.append(Row("one-turn agent (SQLite journal), median ratio of the rounds to TestModel", "", "",
-                           f"{median:.2f}x", "<= 0.25x"))
+                           f"{median:.2f}x", "<= 0.15x"))
         long = o.get("tether_sqlite_long_us")
         if long is not None:
             out.append(Row(f"one-turn agent (SQLite journal), {o.get('long_runs', 0):.0f} runs of them on one file "
@@ -194,15 +210,15 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
             continue
         label = f"{n:,} concurrent one-turn agents (10 ms), wall"
         if _err(t) or _err(p):
-            out.append(Row(label, _err(t) or "", _err(p) or "", "n/a", "<= 0.25x"))
+            out.append(Row(label, _err(t) or "", _err(p) or "", "n/a", "<= 0.10x"))
             continue
         ref = f"pydantic-ai FunctionModel: {_f(p.get('wall_s'), ' s', 2)}"
         out.append(Row(label, _f(t.get("wall_s"), " s", 2), ref,
-                       _ratio(t.get("wall_s"), p.get("wall_s")), "<= 0.25x"))
+                       _ratio(t.get("wall_s"), p.get("wall_s")), "<= 0.10x"))
         if n == big:
             out.append(Row(f"{n:,} concurrent one-turn agents, peak RSS", _f(t.get("rss_mb"), " MB"),
                            f"pydantic-ai: {_f(p.get('rss_mb'), ' MB')}", _ratio(t.get("rss_mb"), p.get("rss_mb")),
-                           "<= 250 MB"))
+                           "<= 200 MB"))
             b = res.get(f"concurrent_tether_{n}_bounded", {})
             if b and not _err(b):
                 out.append(Row(f"{n:,} one-turn agents, at most 1,000 at once (engine concurrency), wall",
@@ -210,20 +226,23 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
                 out.append(Row(f"{n:,} one-turn agents, at most 1,000 at once, peak RSS", _f(b.get("rss_mb"), " MB"),
                                f"pydantic-ai (all at once): {_f(p.get('rss_mb'), ' MB')}",
                                _ratio(b.get("rss_mb"), p.get("rss_mb")), "(info)"))
+            h = res.get("concurrent_tether_100000", {})
+            if h:
+                out += _huge_rows(h, t)
     for kind, raw in (("sqlite", "SELECT + json.loads"), ("jsonl", "read file + json.loads per line")):
         r = res.get(f"replay_{kind}", {})
         if not r:
             continue
         label = f"replay of a {r.get('entries', 0):,.0f}-entry run ({kind}), entries/s"
         if _err(r):
-            out.append(Row(label, _err(r) or "", "", "n/a", ">= 0.50x"))
+            out.append(Row(label, _err(r) or "", "", "n/a", ">= 0.90x"))
             continue
         out.append(Row(label, _f(r.get("tether_per_s")), f"raw {raw}: {_f(r.get('raw_per_s'))}",
-                       _ratio(r.get("tether_per_s"), r.get("raw_per_s")), ">= 0.50x"))
+                       _ratio(r.get("tether_per_s"), r.get("raw_per_s")), ">= 0.90x"))
         if r.get("load_per_s"):
             out.append(Row(f"store read of that run ({kind}: read, verify checksums, decode), entries/s",
                            _f(r.get("load_per_s")), f"raw {raw}: {_f(r.get('raw_per_s'))}",
-                           _ratio(r.get("load_per_s"), r.get("raw_per_s")), ">= 0.50x"))
+                           _ratio(r.get("load_per_s"), r.get("raw_per_s")), ">= 0.90x"))
     rep, uni = res.get("repeated_label", {}), res.get("unique_label", {})
     if rep and uni and not (_err(rep) or _err(uni)):
         extra = f" ({rep['examined']:,.0f} candidates examined)" if "examined" in rep else ""
@@ -240,15 +259,15 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
     if not a:
         pass
     elif _err(a):
-        out.append(Row("SQLite appends, appends/s", "n/a", _err(a) or "", "n/a", ">= 0.70x"))
+        out.append(Row("SQLite appends, appends/s", "n/a", _err(a) or "", "n/a", ">= 0.90x"))
     else:
         median = a.get("median_ratio")
         out.append(Row("SQLite appends (one per transaction, leased), appends/s, best round",
                        _f(a.get("tether_per_s")), f"raw sqlite3 insert+commit: {_f(a.get('raw_per_s'))}",
-                       _ratio(a.get("tether_per_s"), a.get("raw_per_s")), ">= 0.70x"))
+                       _ratio(a.get("tether_per_s"), a.get("raw_per_s")), ">= 0.90x"))
         if median is not None:
             out.append(Row("SQLite appends, median ratio of the paired rounds", "", "", f"{median:.2f}x",
-                           ">= 0.70x"))
+                           ">= 0.90x"))
     ch = res.get("chain_appends", {})
     if ch and _err(ch):
         out.append(Row("hash chain, appends/s", "n/a", _err(ch) or "", "n/a", "(info)"))
