@@ -23,7 +23,7 @@ from tether.contracts.errors import (
     StoreUnavailableError,
     TetherError,
 )
-from tether.contracts.protocols import ImmediateRowWriting, JournalStore, RowWriting
+from tether.contracts.protocols import ImmediateRowWriting, JournalStore, MetaRiding, RowWriting
 from tether.contracts.signal import Signal
 from tether.journal.chain import link_after
 from tether.journal.matching import JournalIndex
@@ -125,6 +125,15 @@ class JournalWriter:
     async def put_meta(self, meta: RunMeta) -> None:
         self._fenced()
         await self._store_call(self.store.put_meta(meta, self.lease))
+
+    def carry_meta(self, meta: RunMeta) -> bool:
+        """Hand the meta to the store to ride this segment's next journal write (one commit fewer), when the
+        store's class can (`MetaRiding`); False: it cannot, write it with `put_meta`."""
+        self._fenced()
+        if self.lease is None or not issubclass(type(self.store), MetaRiding):
+            return False
+        cast(MetaRiding, self.store).defer_meta(meta, self.lease)
+        return True
 
     # -- staging and committing ------------------------------------------------------------------
     def stage(self, entry: JournalEntry) -> JournalEntry:
