@@ -109,3 +109,47 @@ async def test_a_one_turn_agent_costs_a_worker_four_commits(store_url: str, pg_s
     # per run: the claim and lease; the agent's dispatch record with the running meta; its reply; the settle
     # entry with the settled meta (before: seven, with the lease, the running meta and the settled meta apart)
     assert await _commits(store_url, pg_schema, one_turn) <= 4 * RUNS + 1
+
+
+async def _claimed(store_url: str, ttl_s: float, run_id: str = "r") -> tuple[tether.Engine, Any, Any]:
+    from tether.contracts.queue import ClaimRequest
+
+    engine = tether.Engine(store=store_url, workflows=[empty])
+    await engine.enqueue(empty, {"i": 1}, run_id=run_id, queue="q")
+    store = await engine.store()
+    (claim,) = await store.claim(ClaimRequest(worker="w", queues=["q"], workflows=["commits_empty"], limit=1,  # type: ignore[attr-defined]
+                                              ttl_s=ttl_s, drives=True))
+    return engine, store, claim
+
+
+async def test_a_claim_that_drives_hands_its_lease_to_the_first_driver_here(store_url: str) -> None:
+    from tether.stores.leases import current_owner
+
+    engine, store, _ = await _claimed(store_url, 30.0)
+    held = await store.lease_of("r")
+    assert held is not None
+    lease = await store.acquire("r", current_owner(), 30.0)
+    assert lease.epoch == held.epoch  # the claim's lease, not a new one
+    assert [e.kind for e in await store.load("r")] == ["decision"]  # the genesis, read with the claim
+    await engine.close()
+
+
+async def test_a_stale_claim_lease_is_taken_over_by_this_process_and_an_unused_one_released_at_finish(
+    store_url: str,
+) -> None:
+    from tether.stores.leases import current_owner
+
+    engine, store, _ = await _claimed(store_url, 1.0)
+    held = await store.lease_of("r")
+    assert held is not None
+    await asyncio.sleep(0.2)  # past a tenth of the TTL: the driver takes the run over as its own
+    lease = await store.acquire("r", current_owner(), 1.0)
+    assert lease.epoch == held.epoch + 1
+    await store.release(lease)
+    await engine.close()
+
+    engine, store, claim = await _claimed(store_url, 30.0, "r2")  # claimed, never driven
+    assert await store.lease_of("r2") is not None
+    assert await store.finish(claim, "queued")
+    assert await store.lease_of("r2") is None
+    await engine.close()

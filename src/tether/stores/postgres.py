@@ -410,12 +410,13 @@ class PostgresStore(PostgresQueue):
         self._prefetched.forget(run_id)
         self._riding.pop(run_id, None)  # a new segment writes its own
         taken = self._taken.pop(run_id, None)
-        if taken is not None and taken[0].owner.model_copy(update={"owner_id": owner.owner_id}) == owner \
-                and taken[0].ttl_s == ttl_s and time.monotonic() - taken[2] < ttl_s / 10:
-            # this process's first driver of a run its worker just claimed takes the claim's lease, owner id and
-            # all (a fresh one, so its holder renews it on time)
-            self._keep_reads(run_id, taken[1])
-            return taken[0]
+        if taken is not None and taken[0].owner.model_copy(update={"owner_id": owner.owner_id}) == owner:
+            if taken[0].ttl_s == ttl_s and time.monotonic() - taken[2] < ttl_s / 10:
+                # this process's first driver of a run its worker just claimed takes the claim's lease, owner id
+                # and all (a fresh one, so its holder renews it on time)
+                self._keep_reads(run_id, taken[1])
+                return taken[0]
+            takeover = taken[0].epoch  # stale: taken over below, as this process's own
         await self._flush_release(run_id)  # our own earlier lease of the run goes first
         for _ in range(3):
             params = (run_id, self._owner_json(owner), owner.owner_id, ttl_s, takeover, cancel_request_key(run_id))
