@@ -174,6 +174,14 @@ class JournalWriter:
         """Staged entries not yet committed."""
         return list(self._open.entries) if self._open is not None else []
 
+    def stage_awaited(self, entry: JournalEntry) -> JournalEntry:
+        """`stage` an entry written as an awaited append is (a store's `append`, where it has no `append_rows`),
+        made durable by the next `flush`: what is done between the two rides the same commit."""
+        stored = self.stage(entry)
+        assert self._open is not None
+        self._open.awaited[-1] = True
+        return stored
+
     async def append(self, entry: JournalEntry) -> JournalEntry:
         """Durably append (shielded from cancellation) and index the entry; never in a dry run."""
         stored = self.stage(entry)

@@ -426,7 +426,7 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
     if not seg.dry_run:
         settling = seg.journal.appended or seg.journal.deferred or last_status != status
         if settling:  # staged, made durable below (with the settled meta, where the store can carry it)
-            seg.journal.stage(
+            seg.journal.stage_awaited(
                 JournalEntry(
                     kind="decision",
                     key=SETTLE_KEY,
