@@ -200,7 +200,8 @@ def _pg_reachable() -> bool:
 
 
 def postgres_appends(n: int = 1_000, rounds: int = 2) -> dict[str, Any]:
-    """Appends/s, one entry per transaction: `PostgresStore.append` under a lease vs raw psycopg insert+commit."""
+    """Appends/s, one entry per transaction: `PostgresStore.append` under a lease and without one, vs raw psycopg
+    insert+commit and vs the floor, one autocommit insert into a logged table of the same columns."""
     if not _pg_reachable():
         return {"error": f"PostgreSQL not reachable at {PG_DSN}"}
     import psycopg
@@ -211,8 +212,8 @@ def postgres_appends(n: int = 1_000, rounds: int = 2) -> dict[str, Any]:
     dicts = [e.model_dump(mode="json", exclude_none=True) for e in entries]
     schema = f"bench_{uuid.uuid4().hex[:12]}"
 
-    async def raw() -> float:
-        async with await psycopg.AsyncConnection.connect(PG_DSN) as conn:
+    async def raw(autocommit: bool = False) -> float:
+        async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=autocommit) as conn:
             await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}_raw"')
             await conn.execute(f'CREATE TABLE IF NOT EXISTS "{schema}_raw".entries (run_id TEXT NOT NULL, '
                                "seq BIGINT NOT NULL, json TEXT NOT NULL, PRIMARY KEY (run_id, seq))")
@@ -223,14 +224,15 @@ def postgres_appends(n: int = 1_000, rounds: int = 2) -> dict[str, Any]:
                 text = json.dumps({**d, "seq": seq}, separators=(",", ":"))
                 await conn.execute(f'INSERT INTO "{schema}_raw".entries (run_id, seq, json) VALUES (%s, %s, %s)',
                                    (run, seq, text))
-                await conn.commit()
+                if not autocommit:
+                    await conn.commit()
             return n / (time.perf_counter() - start)
 
-    async def store() -> float:
+    async def store(leased: bool = True) -> float:
         s = PostgresStore(PG_DSN, schema=schema)
         try:
             run = uuid.uuid4().hex
-            lease = await s.acquire(run, current_owner(), 60.0)
+            lease = await s.acquire(run, current_owner(), 60.0) if leased else None
             start = time.perf_counter()
             for e in entries:
                 await s.append(run, e, lease)
@@ -246,7 +248,9 @@ def postgres_appends(n: int = 1_000, rounds: int = 2) -> dict[str, Any]:
 
     try:
         return {"tether_per_s": _best(rounds, lambda: asyncio.run(store())),
-                "raw_per_s": _best(rounds, lambda: asyncio.run(raw()))}
+                "raw_per_s": _best(rounds, lambda: asyncio.run(raw())),
+                "unleased_per_s": _best(rounds, lambda: asyncio.run(store(leased=False))),
+                "floor_per_s": _best(rounds, lambda: asyncio.run(raw(autocommit=True)))}
     finally:
         asyncio.run(drop())
 

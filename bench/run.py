@@ -299,6 +299,10 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
         out.append(Row("PostgreSQL appends (one per transaction, leased), appends/s", _f(pg.get("tether_per_s")),
                        f"raw psycopg insert+commit: {_f(pg.get('raw_per_s'))}",
                        _ratio(pg.get("tether_per_s"), pg.get("raw_per_s")), "(info)"))
+        floor = f"raw psycopg autocommit insert (the floor): {_f(pg.get('floor_per_s'))}"
+        for label, key in (("leased", "tether_per_s"), ("no lease", "unleased_per_s")):
+            out.append(Row(f"PostgreSQL appends (one per transaction, {label}) vs the floor, appends/s",
+                           _f(pg.get(key)), floor, _ratio(pg.get(key), pg.get("floor_per_s")), ">= 0.70x"))
     for store in ("sqlite", "postgres"):
         d, w = res.get(f"retention_delete_{store}", {}), res.get(f"retention_sweep_{store}", {})
         if d:

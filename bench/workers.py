@@ -11,8 +11,8 @@ serves), then moved to the workers' queue in one statement, and the clock runs u
 settles. Queues (`bench/queue_peers.py`): the same way, tether workers beside DBOS queue workers on
 the same PostgreSQL and box, for an empty workflow, one step and a one-turn agent (10 ms model), with
 the commits and transactions each run costs the database, and enqueue-to-start on an idle pool.
-Appends: one fenced `store.append` per entry, and one fenced `store.append_rows` per entry (the call a
-run's group commit makes, with the entry already encoded), against a raw psycopg `INSERT` on an
+Appends: one `store.append` per entry (fenced, and without a lease), one fenced `store.append_rows` per
+entry (the call a run's group commit makes, with the entry already encoded), against a raw psycopg `INSERT` on an
 autocommit connection (one round trip: the floor) and a raw `INSERT` then `COMMIT` (two round trips:
 the baseline before), alternating in rounds so all see the same machine.
 
@@ -153,13 +153,14 @@ APPEND_WRITERS = {
     "raw": "raw psycopg INSERT, autocommit (one round trip: the floor)",
     "raw_commit": "raw psycopg INSERT, then COMMIT (two round trips: the old baseline)",
     "append": "PostgresStore.append (fenced)",
+    "append_free": "PostgresStore.append (no lease)",
     "append_rows": "PostgresStore.append_rows (fenced)",
 }
 
 
 async def _appends(entries: int, rounds: int = 20) -> dict[str, tuple[float, float, float]]:
     """Writer -> (appends/s, the median of its per-round ratios to the one-round-trip floor, the same to the
-    insert-then-commit baseline), the four writers alternating every round."""
+    insert-then-commit baseline), the five writers alternating every round."""
     import psycopg
 
     from tether.contracts.entries import JournalEntry
@@ -182,6 +183,7 @@ async def _appends(entries: int, rounds: int = 20) -> dict[str, tuple[float, flo
     rows_lease = await store.acquire("rows", current_owner(), 600)
     await store.load("rows")
     ready = [entry(i) for i in range(entries * rounds)]  # building entries is the caller's work
+    free = [entry(i) for i in range(entries * rounds)]  # (an append numbers and seals its entry in place)
     rows = number_entries("raw", 0, ready)  # and so is encoding them (a segment encodes as it stages)
     times: dict[str, list[float]] = {name: [] for name in APPEND_WRITERS}
     async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as conn, \
@@ -198,6 +200,10 @@ async def _appends(entries: int, rounds: int = 20) -> dict[str, tuple[float, flo
             for i in batch:
                 await store.append("tether", ready[i], lease)
             times["append"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            for i in batch:
+                await store.append("free", free[i])
+            times["append_free"].append(time.perf_counter() - started)
             started = time.perf_counter()
             for i in batch:
                 await store.append_rows("rows", [rows[i]], rows_lease)
@@ -245,7 +251,7 @@ def _runs_table(args: argparse.Namespace) -> list[str]:
 
 def _appends_table(entries: int) -> list[str]:
     figures = asyncio.run(_appends(entries))
-    out = [f"appends/s, one entry per commit, same rows, {entries} at a time, the four writers alternating 20 "
+    out = [f"appends/s, one entry per commit, same rows, {entries} at a time, the five writers alternating 20 "
            "rounds (ratios: median of the rounds)", "",
            "| writer | appends/s | vs the floor | vs INSERT + COMMIT |", "|---|---:|---:|---:|"]
     for key, label in APPEND_WRITERS.items():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tether.contracts.sessions import Note, SessionRecord
 from tether.stores.postgres import PostgresStore
+from tether.stores.postgres_sql import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from tether.stores.sqlite import SCHEMA_VERSION, SqliteStore
 
 
@@ -44,4 +45,4 @@ async def test_a_version_4_postgres_schema_is_upgraded_in_place(pg_dsn: str, pg_
     assert await store.session_list() == [SessionRecord("s", created_at=1.0)]
     await store.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        assert conn.execute(f'SELECT v FROM "{pg_schema}".version').fetchone() == (5,)
+        assert conn.execute(f'SELECT v FROM "{pg_schema}".version').fetchone() == (PG_SCHEMA_VERSION,)

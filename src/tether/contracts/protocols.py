@@ -51,6 +51,15 @@ class RowWriting(Protocol):
 
 
 @runtime_checkable
+class MetaRiding(Protocol):
+    """A row-writing store that can carry a run's meta in that run's next journal write under the same
+    lease (one transaction: one commit fewer per meta write). `defer_meta` returns at once; the meta is
+    durable once that write is, superseded by a later meta write, and written on its own at release."""
+
+    def defer_meta(self, meta: RunMeta, lease: Lease) -> None: ...
+
+
+@runtime_checkable
 class ImmediateRowWriting(Protocol):
     """A row-writing store whose write never suspends (SQLite, JSONL, memory): the engine calls
     `append_rows_now` in place of `append_rows` and commits without a task.

@@ -60,6 +60,9 @@ class ClaimRequest(BaseModel):
     """Cluster-wide cap of runs held at once, per queue (a queue not named has none)."""
     finished: list[Finished] = Field(default_factory=list)
     """Claims to let go of before claiming, as `finish` would, in the same round trip."""
+    drives: bool = False
+    """The claiming process drives what it claims (a worker): a store may take each run's lease for it in the
+    claim's own transaction (one commit fewer per run), released with the claim's finish if no driver used it."""
 
 
 class Claim(BaseModel):

@@ -23,7 +23,7 @@ from tether.contracts.errors import (
     StoreUnavailableError,
     TetherError,
 )
-from tether.contracts.protocols import ImmediateRowWriting, JournalStore, RowWriting
+from tether.contracts.protocols import ImmediateRowWriting, JournalStore, MetaRiding, RowWriting
 from tether.contracts.signal import Signal
 from tether.journal.chain import link_after
 from tether.journal.matching import JournalIndex
@@ -126,6 +126,15 @@ class JournalWriter:
         self._fenced()
         await self._store_call(self.store.put_meta(meta, self.lease))
 
+    def carry_meta(self, meta: RunMeta) -> bool:
+        """Hand the meta to the store to ride this segment's next journal write (one commit fewer), when the
+        store's class can (`MetaRiding`); False: it cannot, write it with `put_meta`."""
+        self._fenced()
+        if self.lease is None or not issubclass(type(self.store), MetaRiding):
+            return False
+        cast(MetaRiding, self.store).defer_meta(meta, self.lease)
+        return True
+
     # -- staging and committing ------------------------------------------------------------------
     def stage(self, entry: JournalEntry) -> JournalEntry:
         """Claim the next seq, index the entry and queue it for the next group commit (not durable yet)."""
@@ -164,6 +173,14 @@ class JournalWriter:
     def deferred(self) -> list[JournalEntry]:
         """Staged entries not yet committed."""
         return list(self._open.entries) if self._open is not None else []
+
+    def stage_awaited(self, entry: JournalEntry) -> JournalEntry:
+        """`stage` an entry written as an awaited append is (a store's `append`, where it has no `append_rows`),
+        made durable by the next `flush`: what is done between the two rides the same commit."""
+        stored = self.stage(entry)
+        assert self._open is not None
+        self._open.awaited[-1] = True
+        return stored
 
     async def append(self, entry: JournalEntry) -> JournalEntry:
         """Durably append (shielded from cancellation) and index the entry; never in a dry run."""

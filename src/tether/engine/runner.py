@@ -177,7 +177,9 @@ async def _drive(
                 segments=(meta.segments + 1) if meta else 1,
                 **{**kept_meta(meta), "code_hash": started_code(seg.index, wf), **forecast_meta(seg.index)},
             )
-            await seg.journal.put_meta(live_meta)
+            # a queued run's claim already says it runs: its meta rides the segment's first write
+            if not (meta is not None and meta.status == "queued" and seg.journal.carry_meta(live_meta)):
+                await seg.journal.put_meta(live_meta)
         c = opts.containment
         events.emit(RunStart(workflow=wf.name, resumed=bool(entries), max_agents=c.max_agents if c else None,
                              **seg.figures()))
@@ -420,9 +422,11 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
     last = seg.index.last_settle()
     last_status = last.value.get("status") if last is not None and isinstance(last.value, dict) else None
     cost: CostReport | None = None
+    settled: RunMeta | None = None
     if not seg.dry_run:
-        if seg.journal.appended or seg.journal.deferred or last_status != status:
-            await seg.journal.append(
+        settling = seg.journal.appended or seg.journal.deferred or last_status != status
+        if settling:  # staged, made durable below (with the settled meta, where the store can carry it)
+            seg.journal.stage_awaited(
                 JournalEntry(
                     kind="decision",
                     key=SETTLE_KEY,
@@ -442,8 +446,14 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
             )
         if meta is not None:  # with the cost report's figures, for forecasts (engine/forecasting.py)
             cost = fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))
-            await seg.journal.put_meta(meta.model_copy(update={"status": status, "updated_at": seg.services.clock(),
-                                                               SETTLED_COST: settled_cost(cost)}))
+            settled = meta.model_copy(update={
+                "status": status, "updated_at": seg.services.clock(), SETTLED_COST: settled_cost(cost)})
+            if settling and seg.journal.carry_meta(settled):  # one commit with the settle entry
+                settled = None
+        if settling:
+            await seg.journal.flush()
+        if settled is not None:  # after the settle entry is durable
+            await seg.journal.put_meta(settled)
     cost = cost or fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all it reads
     orphaned = [r.idempotency_key for r in await orphans(seg.journal.store, seg.run_id)]
     return RunOutcome(

@@ -110,6 +110,10 @@ class PostgresStore(PostgresQueue):
         self._prefetched = Prefetch()
         self._stuck: set[asyncio.Future[Any]] = set()
         self._owners: dict[LeaseOwner, str] = {}
+        self._riding: dict[str, tuple[RunMeta, Lease]] = {}
+        self._taken: dict[str, tuple[Lease, list[tuple[Any, ...]], float]] = {}
+        """Per run: a lease a claim took for this process's driver, the reads that came with it, when (monotonic)."""
+        """Per run: the meta its next append under that lease carries (`defer_meta`)."""
         self._unavailable: tuple[type[Exception], ...] = ()
         super().__init__()
 
@@ -269,11 +273,26 @@ class PostgresStore(PostgresQueue):
             payload: tuple[Any, ...] = (rows[0][0], rows[0][1], None, None)
         else:
             payload = (None, None, [seq for seq, _ in rows], [text for _, text in rows])
-        ((answer,),) = await self._fetch("append", (run_id, head, *payload, *self._fence_args(lease)))
+        riding = self._riding.pop(run_id, None) if rows and lease is not None else None
+        if riding is not None and riding[1].epoch != lease.epoch:  # type: ignore[union-attr]
+            self._riding[run_id], riding = riding, None  # another segment's: not this write's to carry
+        meta = (None, None, None) if riding is None else (riding[0].created_at, riding[0].status,
+                                                          riding[0].model_dump_json())
+        ((answer,),) = await self._fetch("append", (run_id, head, *payload, *self._fence_args(lease), *meta))
         if answer.startswith("fence:"):
             assert lease is not None
             self._reject(run_id, lease, answer)
-        return int(answer[5:]) if answer.startswith("head:") else None
+        if answer.startswith("head:"):
+            if riding is not None:
+                self._riding.setdefault(run_id, riding)  # not written: the retry carries it
+            return int(answer[5:])
+        return None
+
+    def defer_meta(self, meta: RunMeta, lease: Lease) -> None:
+        """`MetaRiding`: the run's next append under `lease` writes `meta` in its transaction (one commit fewer);
+        a later `put_meta` supersedes it, and `release` writes it on its own if no append came."""
+        check_run_id(meta.run_id)
+        self._riding[meta.run_id] = (meta, lease)
 
     # -- reads, meta, blobs, effects -------------------------------------------------------------
     async def load(self, run_id: str) -> list[JournalEntry]:
@@ -288,6 +307,7 @@ class PostgresStore(PostgresQueue):
     async def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
         check_run_id(meta.run_id)
         self._prefetched.forget(meta.run_id)
+        self._riding.pop(meta.run_id, None)  # superseded
         params = (meta.run_id, meta.created_at, meta.status, meta.model_dump_json(), *self._fence_args(lease))
         ((answer,),) = await self._fetch("meta_put", params)
         if answer != "ok":
@@ -312,6 +332,7 @@ class PostgresStore(PostgresQueue):
 
     async def delete(self, run_id: str) -> None:
         self._prefetched.forget(run_id)
+        self._riding.pop(run_id, None)
         await self._fetch("delete", (run_id,))
         self._appends.forget(run_id)
 
@@ -387,6 +408,15 @@ class PostgresStore(PostgresQueue):
         check_acquire(run_id, None, owner, ttl_s, 0.0)  # validates ttl_s
         takeover: int | None = None
         self._prefetched.forget(run_id)
+        self._riding.pop(run_id, None)  # a new segment writes its own
+        taken = self._taken.pop(run_id, None)
+        if taken is not None and taken[0].owner.model_copy(update={"owner_id": owner.owner_id}) == owner:
+            if taken[0].ttl_s == ttl_s and time.monotonic() - taken[2] < ttl_s / 10:
+                # this process's first driver of a run its worker just claimed takes the claim's lease, owner id
+                # and all (a fresh one, so its holder renews it on time)
+                self._keep_reads(run_id, taken[1])
+                return taken[0]
+            takeover = taken[0].epoch  # stale: taken over below, as this process's own
         await self._flush_release(run_id)  # our own earlier lease of the run goes first
         for _ in range(3):
             params = (run_id, self._owner_json(owner), owner.owner_id, ttl_s, takeover, cancel_request_key(run_id))
@@ -408,6 +438,18 @@ class PostgresStore(PostgresQueue):
     async def enqueue(self, run: QueuedRun, meta: RunMeta, genesis: JournalEntry | None) -> bool:
         check_run_id(run.run_id)  # the queue writes the run's meta and journal too: the same rule first
         return await super().enqueue(run, meta, genesis)
+
+    def _took_at_claim(self, run_id: str, owner: LeaseOwner, rows: list[tuple[Any, ...]]) -> None:
+        outcome, owner_json, epoch, expires, ttl = rows[0][:5]
+        held = _lease(run_id, owner_json, epoch, expires, ttl)
+        if outcome == "ok" and held is not None:
+            if len(self._taken) >= 1024:
+                self._taken.clear()
+            self._taken[run_id] = (held.model_copy(update={"owner": owner}), rows[1:], time.monotonic())
+
+    def _untaken(self, run_id: str) -> int | None:
+        taken = self._taken.pop(run_id, None)
+        return None if taken is None else taken[0].epoch
 
     def _keep_reads(self, run_id: str, reads: list[tuple[Any, ...]]) -> None:
         """Keep what the acquire read after taking the lease: journal rows ('e'), meta ('m'), cancel request ('b')."""
@@ -434,6 +476,10 @@ class PostgresStore(PostgresQueue):
                              run_id=lease.run_id, epoch=lease.epoch)
 
     async def release(self, lease: Lease) -> None:
+        riding = self._riding.pop(lease.run_id, None)
+        if riding is not None and riding[1].epoch == lease.epoch:  # no append carried it: written before the release
+            with contextlib.suppress(LeaseHeldError, StoreUnavailableError):
+                await self.put_meta(riding[0], lease)
         self._prefetched.forget(lease.run_id)
         if not self._release_at_finish(lease):
             await self._fetch("release", (lease.run_id, lease.epoch))

@@ -15,10 +15,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from tether.contracts.entries import JournalEntry, Lease, RunMeta
+from tether.contracts.entries import JournalEntry, Lease, LeaseOwner, RunMeta
 from tether.contracts.errors import LeaseHeldError
 from tether.contracts.queue import Claim, ClaimRequest, FinishState, QueuedRun, QueueEntry
 from tether.stores.codec import number_entries
+from tether.stores.leases import current_owner
 from tether.stores.postgres_budgets import PostgresBudgets, budget_statements
 from tether.stores.postgres_schedules import PostgresSchedules, schedule_statements
 from tether.stores.postgres_sessions import PostgresSessions, session_statements
@@ -33,6 +34,8 @@ _RECONNECT_S = (0.1, 5.0)  # backoff bounds of the LISTEN connection
 # so the streak goes on only when c-1 was itself a counted takeover (of the same queue row: a deleted and
 # re-queued run starts again). Any claim its worker reported in between ends the streak. The update reads
 # the stored row under its row lock (ON CONFLICT), never an older snapshot of it.
+# Then, still in the same transaction, the claiming worker's driver takes each claimed run's lease (`acquire`, its
+# rows 'a' after the claims'), so the segment that drives the run starts without a commit of its own.
 _COUNTED_CLAIM = """
 WITH c AS MATERIALIZED (
   SELECT * FROM {s}.claim(%s::text, %s::text[], %s::integer[], %s::text[], %s::integer, %s::float8, %s::text[],
@@ -48,11 +51,21 @@ WITH c AS MATERIALIZED (
                               '{workers}', (OLD -> 'workers') || (NEW -> 'workers'))::text, 'UTF8')
     ELSE EXCLUDED.data END
   RETURNING b.key, convert_from(b.data, 'UTF8')::jsonb AS body
+), a AS MATERIALIZED (
+  SELECT c.o_run, c.ordinality AS claim_ord, x.*
+    FROM c CROSS JOIN LATERAL {s}.acquire(c.o_run, %s::text, %s::text, %s::float8, NULL::bigint,
+                                         c.o_run || '/cancel-request') WITH ORDINALITY x
+   WHERE %s::boolean
 )
-SELECT c.o_run, c.o_queue, c.o_workflow, c.o_claim, c.o_deadline, c.o_attempts, c.o_takeover, c.o_meta,
-       (n.body ->> 'lapses')::integer, (n.body -> 'workers')::text
+SELECT 'c'::text, c.o_run, c.o_queue, c.o_workflow, c.o_claim, c.o_deadline, c.o_attempts, c.o_takeover, c.o_meta,
+       (n.body ->> 'lapses')::integer, (n.body -> 'workers')::text, NULL::text, NULL::text, NULL::bigint,
+       NULL::float8, NULL::float8, NULL::float8, NULL::bigint, NULL::text, NULL::bytea, c.ordinality, 0::bigint
   FROM c LEFT JOIN counted n ON n.key = c.o_run || '/queue-lapses'
- ORDER BY c.ordinality
+UNION ALL
+SELECT 'a'::text, a.o_run, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, a.o_outcome, a.o_owner, a.o_epoch,
+       a.o_expires, a.o_ttl, a.o_now, a.o_seq, a.o_text, a.o_data, a.claim_ord, a.ordinality
+  FROM a
+ ORDER BY 1 DESC, 21, 22
 """.replace("OLD", "convert_from(b.data, 'UTF8')::jsonb").replace("NEW", "convert_from(EXCLUDED.data, 'UTF8')::jsonb")
 
 # Enqueueing a dead-lettered run again puts it back in a queue (a new claim id: its streak of lapses is over).
@@ -196,6 +209,16 @@ class PostgresQueue(PostgresBudgets, PostgresSchedules, PostgresSessions):
     def _fence_args(self, lease: Lease | None) -> tuple[int | None, str | None]:
         raise NotImplementedError
 
+    def _owner_json(self, owner: LeaseOwner) -> str:
+        raise NotImplementedError
+
+    def _took_at_claim(self, run_id: str, owner: LeaseOwner, rows: list[tuple[Any, ...]]) -> None:
+        """Keep the lease (and the reads) a claim took for this process's driver of `run_id`."""
+
+    def _untaken(self, run_id: str) -> int | None:
+        """The epoch of a lease a claim took for `run_id` that no driver used (released with the finish)."""
+        return None
+
     async def enqueue(self, run: QueuedRun, meta: RunMeta, genesis: JournalEntry | None) -> bool:
         text = None if genesis is None else number_entries(run.run_id, 0, [genesis])[0][1]
         params = (
@@ -241,7 +264,9 @@ class PostgresQueue(PostgresBudgets, PostgresSchedules, PostgresSessions):
         """Forget `claim` as held here; the lease epoch whose release goes with its finish, if any."""
         if self._claimed.get(claim.run_id) == claim.claim_id:
             del self._claimed[claim.run_id]
-        return self._releases.pop(claim.run_id, None)
+        untaken = self._untaken(claim.run_id)
+        released = self._releases.pop(claim.run_id, None)
+        return released if released is not None else untaken
 
     def _held_again(self, claim: Claim, epoch: int | None) -> None:
         """A finish that failed: the claim is still held here, and the release still waits for it."""
@@ -257,14 +282,21 @@ class PostgresQueue(PostgresBudgets, PostgresSchedules, PostgresSessions):
             [f.claim.run_id for f, _ in done], [f.claim.claim_id for f, _ in done], [f.state for f, _ in done],
             [f.error for f, _ in done], [epoch for _, epoch in done],
         )
+        owner = current_owner()
         try:
-            answer = await self._fetch("claim_counted", params)
+            answer = await self._fetch("claim_counted", (*params, self._owner_json(owner), owner.owner_id,
+                                                         request.ttl_s, request.drives))
         except BaseException:
             for f, epoch in done:
                 self._held_again(f.claim, epoch)
             raise
         claims = []
-        for run_id, queue, workflow, claim_id, deadline, attempts, takeover, meta, lapsed, by in answer:
+        taken: dict[str, list[tuple[Any, ...]]] = {}
+        for row in answer:
+            if row[0] == "a":
+                taken.setdefault(row[1], []).append(row[11:20])
+                continue
+            run_id, queue, workflow, claim_id, deadline, attempts, takeover, meta, lapsed, by = row[1:11]
             args = RunMeta.model_validate_json(meta).args if meta is not None else None
             claims.append(
                 Claim(
@@ -275,6 +307,8 @@ class PostgresQueue(PostgresBudgets, PostgresSchedules, PostgresSessions):
                 )
             )
             self._claimed[run_id] = claim_id
+        for run_id, rows in taken.items():
+            self._took_at_claim(run_id, owner, rows)
         return claims
 
     async def finish(self, claim: Claim, state: FinishState, error: str | None = None) -> bool:

@@ -15,8 +15,8 @@ from tether.stores.postgres_budgets import BUDGET_FUNCTIONS, BUDGET_TABLES
 from tether.stores.postgres_schedules import SCHEDULE_TABLES
 from tether.stores.postgres_sessions import SESSION_TABLES
 
-SCHEMA_VERSION = 5
-"""5: sessions, turns and notes (`postgres_sessions.SESSION_TABLES`)."""
+SCHEMA_VERSION = 6
+"""5: sessions, turns and notes (`postgres_sessions.SESSION_TABLES`); 6: an append carries the run's meta."""
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS {s}.entries (
@@ -80,10 +80,13 @@ _TEXT_FENCE = (
 _NOW = "o_now := extract(epoch FROM clock_timestamp());"
 
 _FUNCTIONS = [
-    # append: fence, check the caller's view of the head, insert the numbered, checksummed rows.
+    # append: fence, check the caller's view of the head, insert the numbered, checksummed rows, and the
+    # run's meta when the writer handed one to ride along (`p_meta_*`, as put_meta writes it).
+    "DROP FUNCTION IF EXISTS {s}.append(text, bigint, bigint, text, bigint[], text[], bigint, text)",
     f"""
 CREATE OR REPLACE FUNCTION {{s}}.append(p_run text, p_head bigint, p_seq bigint, p_text text, p_seqs bigint[],
-                                        p_texts text[], p_epoch bigint, p_owner text)
+                                        p_texts text[], p_epoch bigint, p_owner text,
+                                        p_meta_created double precision, p_meta_status text, p_meta_json text)
 RETURNS text
 LANGUAGE plpgsql AS $fn${_TEXT_DECLARE}
 BEGIN
@@ -98,6 +101,15 @@ BEGIN
     ELSE
       INSERT INTO {{s}}.entries (run_id, seq, json)
         SELECT p_run, r.seq, r.json FROM unnest(p_seqs, p_texts) AS r(seq, json);
+    END IF;
+    IF p_meta_json IS NOT NULL THEN
+      INSERT INTO {{s}}.meta (run_id, created_at, status, json)
+        VALUES (p_run, p_meta_created, p_meta_status, p_meta_json)
+        ON CONFLICT (run_id) DO UPDATE
+        SET created_at = EXCLUDED.created_at, status = EXCLUDED.status, json = EXCLUDED.json;
+      IF p_meta_status NOT IN ('queued', 'running') THEN
+        PERFORM pg_notify({{channel}}, 's:' || p_run);
+      END IF;
     END IF;
   END IF;
   RETURN 'ok';
@@ -139,7 +151,7 @@ CREATE OR REPLACE FUNCTION {{s}}.acquire(p_run text, p_owner text, p_owner_id te
                                          p_takeover bigint, p_cancel_key text)
 RETURNS TABLE (o_outcome text, {_LEASE_COLUMNS}, o_now double precision, o_seq bigint, o_text text,
                o_data bytea)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql ROWS 8 AS $fn$  -- a few rows: a plan that joins it stays cheap (no JIT)
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext(p_run));
   {_NOW}{_READ_LEASE}
@@ -241,7 +253,7 @@ CREATE OR REPLACE FUNCTION {s}.claim(p_worker text, p_queues text[], p_caps inte
                                      p_done_states text[], p_done_errors text[], p_done_epochs bigint[])
 RETURNS TABLE (o_run text, o_queue text, o_workflow text, o_claim bigint, o_deadline double precision,
                o_attempts integer, o_takeover boolean, o_meta text)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql ROWS 8 AS $fn$  -- a few rows: a plan that joins it stays cheap (no JIT)
 DECLARE
   t double precision := extract(epoch FROM clock_timestamp());
   left_ integer := p_limit;
@@ -393,7 +405,7 @@ def statements(schema: str) -> dict[str, str]:
     return {
         "version": f"SELECT v FROM {s}.version",
         "append": f"SELECT {s}.append(%s::text, %s::bigint, %s::bigint, %s::text, %b::bigint[], %b::text[],"
-        f" {lease_args})",
+        f" {lease_args}, %s::float8, %s::text, %s::text)",
         "load": f"SELECT seq, json FROM {s}.entries WHERE run_id = %s ORDER BY seq",
         "meta_put": f"SELECT * FROM {s}.put_meta(%s::text, %s::float8, %s::text, %s::text, {lease_args})",
         "meta_get": f"SELECT json FROM {s}.meta WHERE run_id = %s",

@@ -230,6 +230,7 @@ class Worker:
             ttl_s=self.engine.limits.lease_ttl_s,
             limits={q: self.engine.limits.queues[q] for q in order if q in self.engine.limits.queues},
             finished=finished,
+            drives=True,  # it starts every run it claims: their leases may ride the claim
         )
         self._reporting = finished
         try:
