@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, WIDE, watch_errors
-from playwright.sync_api import Browser, expect, sync_playwright
+from browser_kit import TIMEOUT_MS, WIDE, watch_errors
+from playwright.sync_api import Browser, expect
 from server_kit import uvicorn_thread
 
 from crashkit import APP_DIR
@@ -19,14 +18,6 @@ from tether.server import create_app
 
 sys.path.insert(0, str(APP_DIR))
 import raise_app  # the app lives beside the budget tests
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 
 import pytest
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, WIDE, watch_errors
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from browser_kit import TIMEOUT_MS, WIDE, watch_errors
+from playwright.sync_api import Browser, Page, expect
 from server_kit import uvicorn_thread
 from starlette.testclient import TestClient
 
@@ -56,14 +55,6 @@ async def record(url: str) -> None:
 def recorded(store_url: str) -> str:
     asyncio.run(record(store_url))
     return store_url
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def test_the_forks_route_lists_a_runs_forks_oldest_first(recorded: str) -> None:

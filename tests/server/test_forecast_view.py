@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, WIDE, watch_errors
-from playwright.sync_api import Browser, expect, sync_playwright
+from browser_kit import TIMEOUT_MS, WIDE, watch_errors
+from playwright.sync_api import Browser, expect
 from server_kit import uvicorn_thread
 from starlette.testclient import TestClient
 
@@ -28,14 +27,6 @@ ARGS = {"topic": "x"}
 
 def make_engine(url: str) -> tether.Engine:
     return tether.Engine(models=[stochastic_model(21)], routing={"loop": "fake:m"}, workflows=[research], store=url)
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import hashlib
 from collections.abc import Callable, Iterator
 
 import pytest
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, WIDE, watch_errors
-from playwright.sync_api import Browser, expect, sync_playwright
+from browser_kit import TIMEOUT_MS, WIDE, watch_errors
+from playwright.sync_api import Browser, expect
 from server_kit import uvicorn_thread
 from starlette.testclient import TestClient
 
@@ -179,14 +179,6 @@ def test_the_openapi_document_lists_the_diff_route_and_the_lineage_models(client
     schemas = doc["components"]["schemas"]
     assert {"ForkLineage", "ReuseMark", "RunDiff", "CallDiff"} <= set(schemas)
     assert "lineage" in schemas["RunDetail"]["properties"] and "reuse" in schemas["JournalPage"]["properties"]
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def test_the_inspector_links_a_fork_to_its_source_and_shows_their_diff(

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 import uvicorn
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, NARROW, TIMEOUT_MS, WIDE, watch_errors
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from browser_kit import NARROW, TIMEOUT_MS, WIDE, watch_errors
+from playwright.sync_api import Browser, Page, expect
 from server_apps import make_engine, record_research
 
 from tether.contracts.money import usd
@@ -59,14 +59,6 @@ def server(tmp_path: Path) -> Iterator[str]:
     srv.should_exit = True
     thread.join(30)
     sock.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def shoot(page: Page, name: str, *, full_page: bool = False) -> Path:

@@ -4,12 +4,11 @@ payload was removed carries an `archived` or `redacted` mark (Chromium)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, WIDE, watch_errors
-from playwright.sync_api import Browser, expect, sync_playwright
+from browser_kit import TIMEOUT_MS, WIDE, watch_errors
+from playwright.sync_api import Browser, expect
 from server_kit import uvicorn_thread
 
 import tether
@@ -52,14 +51,6 @@ async def _record(url: str) -> tuple[list[int], list[int]]:
 def recorded(tmp_path: Path) -> tuple[str, list[int], list[int]]:
     url = f"sqlite:///{tmp_path}/t.db"
     return url, *asyncio.run(_record(url))
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def test_the_journal_marks_entries_without_payload_and_names_the_decision(
