@@ -465,6 +465,19 @@ def scaling(res: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[str]:
+    """An A/B table: each row of the table for BEFORE's figures beside the same row for AFTER's, by figure name."""
+    old = {(r.figure, r.reference.split(":")[0]): r for r in rows(before, quick=False)}
+    lines = ["| figure | reference | before: tether (ratio) | after: tether (ratio) | target |",
+             "|---|---|---:|---:|---|"]
+    for r in rows(after, quick=False):
+        key = (r.figure, r.reference.split(":")[0])
+        b = old.get(key)
+        was = f"{b.tether} ({b.ratio})" if b else "n/a"
+        lines.append(f"| {r.figure} | {key[1]} | {was} | {r.tether} ({r.ratio}) | {r.target} |")
+    return lines
+
+
 def machine() -> list[str]:
     cpu = "?"
     try:
@@ -496,7 +509,12 @@ def main() -> int:
     parser.add_argument("--only", default="", help="run only figures whose name contains this")
     parser.add_argument("--out", help="also write the table (Markdown) to this file")
     parser.add_argument("--json", help="also write the raw figures (JSON) to this file")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="print an A/B table of two --json files (each figure of BEFORE beside AFTER's)")
     args = parser.parse_args()
+    if args.compare:
+        print("\n".join(compare(*(json.loads(Path(f).read_text()) for f in args.compare))))
+        return 0
     if args.figure:
         run_one(args.figure, args.quick)
         return 0
