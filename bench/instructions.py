@@ -9,6 +9,7 @@ and the warm-up cancel out.
     python bench/instructions.py                  # memory and SQLite journals
     python bench/instructions.py --store sqlite   # one of them
     python bench/instructions.py --replay         # also a replayed step (a resume's cost per entry pair)
+    python bench/instructions.py --peer           # also pydantic-ai's Agent.run on TestModel, the reference
     PYTHONPATH=/other/checkout/src python bench/instructions.py   # the same count for another checkout
 
 Needs valgrind (Debian's package). Nothing here is a pass/fail test.
@@ -51,6 +52,23 @@ async def main(store: str, n: int) -> None:
 kind, n = sys.argv[1], int(sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp:
     asyncio.run(main("memory://" if kind == "memory" else f"sqlite:///{tmp}/bench.db", n))
+"""
+
+
+PEER_SCRIPT = """
+import asyncio, sys, warnings
+warnings.simplefilter("ignore")
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+
+async def main(n: int) -> None:
+    agent = Agent(TestModel(custom_output_text="ok"))
+    for i in range(20):
+        await agent.run(f"warm {i}")
+    for i in range(n):
+        await agent.run(f"task {i}")
+
+asyncio.run(main(int(sys.argv[1])))
 """
 
 
@@ -101,6 +119,11 @@ def per_agent(kind: str) -> float:
     return (count(kind, MANY) - count(kind, FEW)) / (MANY - FEW)
 
 
+def per_peer_run() -> float:
+    """Instructions of one pydantic-ai `Agent.run` on `TestModel` (journals nothing): the one-turn agent's reference."""
+    return (_callgrind(PEER_SCRIPT, str(MANY)) - _callgrind(PEER_SCRIPT, str(FEW))) / (MANY - FEW)
+
+
 def replay_count(n: int) -> int:
     """Instructions of one process resuming an `n`-step SQLite run (written beforehand, not counted)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,12 +141,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", choices=("memory", "sqlite"), action="append")
     parser.add_argument("--replay", action="store_true", help="also count a replayed step (a resume on SQLite)")
+    parser.add_argument("--peer", action="store_true", help="also count pydantic-ai's Agent.run on TestModel")
     args = parser.parse_args()
     import tether
 
     print(f"tether from {Path(tether.__file__).parent}")
     for kind in args.store or ("memory", "sqlite"):
         print(f"instructions per one-turn agent, {kind} journal: {per_agent(kind) / 1000:,.0f}k")
+    if args.peer:
+        print(f"instructions per pydantic-ai Agent.run on TestModel (the reference): {per_peer_run() / 1000:,.0f}k")
     if args.replay:
         per_step = per_replayed_step() / 1000
         print(f"instructions per replayed step (resume on SQLite: load, match, replay): {per_step:,.1f}k")

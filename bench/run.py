@@ -76,6 +76,8 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         "cli_version": lambda: startup.cli_version(5 if quick else startup.ROUNDS),
         "run_first_request": lambda: startup.run_first_request(3 if quick else 5),
     }
+    if not quick:  # instruction counts under callgrind: a few minutes
+        figs["instructions"] = _instructions
     if not quick:  # 100,000 agents in one run, at most HUGE_CONCURRENCY invocations at once (a minute or two)
         figs["concurrent_tether_100000"] = lambda: agent_loop.concurrent_tether(
             100_000, concurrency=agent_loop.HUGE_CONCURRENCY)
@@ -90,6 +92,18 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         for t in (10, 50, 200):
             figs[f"checkpoint_read_{t}"] = lambda t=t: agent_loop.checkpoint_read(t)
     return figs
+
+
+def _instructions() -> dict[str, Any]:
+    """Instructions per one-turn agent (SQLite, memory), per pydantic-ai TestModel run and per replayed step."""
+    import shutil
+
+    import instructions
+
+    if shutil.which("valgrind") is None:
+        return {"error": "valgrind not installed (apt install valgrind)"}
+    return {"tether_sqlite": instructions.per_agent("sqlite"), "tether_memory": instructions.per_agent("memory"),
+            "pydantic_ai_test": instructions.per_peer_run(), "replayed_step": instructions.per_replayed_step()}
 
 
 def _budget_race() -> dict[str, Any]:
@@ -174,6 +188,21 @@ def _huge_rows(h: dict[str, Any], t: dict[str, Any]) -> list[Row]:
             Row(f"{label}, peak RSS", _f(h.get("rss_mb"), " MB"), "", "", "<= 1,500 MB")]
 
 
+def _instruction_rows(i: dict[str, Any]) -> list[Row]:
+    """Instruction counts (callgrind): the one-turn agent's figure that does not move with the box's load."""
+    if not i:
+        return []
+    if _err(i):
+        return [Row("instructions per one-turn agent (callgrind)", _err(i) or "", "", "n/a", "<= 0.15x")]
+    ref = f"pydantic-ai Agent.run + TestModel: {_f(i['pydantic_ai_test'] / 1000, 'k')}"
+    return [Row("instructions per one-turn agent, SQLite journal (callgrind)", _f(i["tether_sqlite"] / 1000, "k"),
+                ref, _ratio(i["tether_sqlite"], i["pydantic_ai_test"]), "<= 0.15x"),
+            Row("instructions per one-turn agent, memory journal (callgrind)", _f(i["tether_memory"] / 1000, "k"),
+                ref, _ratio(i["tether_memory"], i["pydantic_ai_test"]), "(info)"),
+            Row("instructions per replayed step, resume on SQLite (callgrind)",
+                _f(i["replayed_step"] / 1000, "k", 1), "", "", "(info)")]
+
+
 def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
     out: list[Row] = []
     big = 2_000 if quick else 10_000
@@ -204,6 +233,7 @@ def rows(res: dict[str, dict[str, Any]], quick: bool) -> list[Row]:
         out.append(Row("one-turn agent (memory journal), us/invocation", _f(o.get("tether_memory_us"), " us"),
                        f"pydantic-ai Agent + TestModel: {_f(o.get('pydantic_ai_test_us'), ' us')}",
                        _ratio(o.get("tether_memory_us"), o.get("pydantic_ai_test_us")), "(info)"))
+    out += _instruction_rows(res.get("instructions", {}))
     for n in (1_000, big):
         t, p = res.get(f"concurrent_tether_{n}", {}), res.get(f"concurrent_pydantic_ai_{n}", {})
         if not (t or p):
@@ -435,6 +465,19 @@ def scaling(res: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[str]:
+    """An A/B table: each row of the table for BEFORE's figures beside the same row for AFTER's, by figure name."""
+    old = {(r.figure, r.reference.split(":")[0]): r for r in rows(before, quick=False)}
+    lines = ["| figure | reference | before: tether (ratio) | after: tether (ratio) | target |",
+             "|---|---|---:|---:|---|"]
+    for r in rows(after, quick=False):
+        key = (r.figure, r.reference.split(":")[0])
+        b = old.get(key)
+        was = f"{b.tether} ({b.ratio})" if b else "n/a"
+        lines.append(f"| {r.figure} | {key[1]} | {was} | {r.tether} ({r.ratio}) | {r.target} |")
+    return lines
+
+
 def machine() -> list[str]:
     cpu = "?"
     try:
@@ -466,7 +509,12 @@ def main() -> int:
     parser.add_argument("--only", default="", help="run only figures whose name contains this")
     parser.add_argument("--out", help="also write the table (Markdown) to this file")
     parser.add_argument("--json", help="also write the raw figures (JSON) to this file")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="print an A/B table of two --json files (each figure of BEFORE beside AFTER's)")
     args = parser.parse_args()
+    if args.compare:
+        print("\n".join(compare(*(json.loads(Path(f).read_text()) for f in args.compare))))
+        return 0
     if args.figure:
         run_one(args.figure, args.quick)
         return 0
