@@ -24,7 +24,8 @@ LONG_RUNS = 8
 """The one-turn figure's long form: this many runs of `ONE_TURN_N` agents, one after another, on one store."""
 LATENCY_S = 0.01
 HUGE_CONCURRENCY = 10_000
-"""The 100,000-agent figure's bound on agent invocations running at once (`Engine(concurrency=...)`)."""
+"""The 100,000-agent figure's bound on agent invocations running at once (`Engine(concurrency=...)`), and on
+its `ctx.parallel`'s branches running at once (`ctx.parallel(..., concurrency=...)`)."""
 
 
 def _quiet() -> None:
@@ -138,9 +139,12 @@ class LatencyModel:
         yield Finish(reason="stop", usage=Usage(input_tokens=5, output_tokens=1))
 
 
-def concurrent_tether(n: int, latency_s: float = LATENCY_S, concurrency: int | None = None) -> dict[str, float]:
+def concurrent_tether(
+    n: int, latency_s: float = LATENCY_S, concurrency: int | None = None, branches: int | None = None,
+) -> dict[str, float]:
     """Wall seconds for `n` one-turn agents in one run's `ctx.parallel` (fake latency), on SQLite; all of
-    them at once unless `concurrency` bounds the engine's agent invocations running at once."""
+    them at once unless `concurrency` bounds the engine's agent invocations running at once. `branches` bounds
+    the `ctx.parallel` itself (`concurrency=`): its branch tasks are started only as it admits them."""
     _quiet()
     model = LatencyModel(latency_s)
 
@@ -153,7 +157,7 @@ def concurrent_tether(n: int, latency_s: float = LATENCY_S, concurrency: int | N
             async def one(i: int) -> Any:
                 return await ctx.agent(f"task {i}")
 
-            done = await ctx.parallel([functools.partial(one, i) for i in range(n)])
+            done = await ctx.parallel([functools.partial(one, i) for i in range(n)], concurrency=branches)
             return len(done)
 
         start, cpu = time.perf_counter(), time.process_time()

@@ -80,7 +80,7 @@ def _figures(quick: bool) -> dict[str, Callable[[], dict[str, Any]]]:
         figs["instructions"] = _instructions
     if not quick:  # 100,000 agents in one run, at most HUGE_CONCURRENCY invocations at once (a minute or two)
         figs["concurrent_tether_100000"] = lambda: agent_loop.concurrent_tether(
-            100_000, concurrency=agent_loop.HUGE_CONCURRENCY)
+            100_000, concurrency=agent_loop.HUGE_CONCURRENCY, branches=agent_loop.HUGE_CONCURRENCY)
         for n in (100, 1_000):
             figs[f"scale_concurrency_tether_{n}"] = lambda n=n: agent_loop.concurrent_tether(n)
             figs[f"scale_concurrency_pydantic_ai_{n}"] = lambda n=n: agent_loop.concurrent_pydantic_ai(n)

@@ -61,7 +61,7 @@ class Router:
         """First of `layers` (call, profile, workflow) that is set, else the engine route for `role`."""
         for layer in layers:
             if layer is not None:
-                return as_spec(layer)
+                return self._spec(layer)
         route = self.routes.get(role) or (self.routes.get("loop") if role != "loop" else None)
         if route is None:
             raise ConfigError(
@@ -69,10 +69,29 @@ class Router:
                 f"Engine(routing={{{role!r}: 'adapter:model'}})",
                 role=role,
             )
-        return as_spec(route)
+        return self._spec(route)
 
-    def resolve(self, spec: ModelSpec) -> list[ResolvedModel]:
-        return [self.resolve_ref(ref) for ref in (spec.model, *spec.fallbacks)]
+    def _spec(self, model: ModelLike) -> ModelSpec:
+        """`as_spec`, one `ModelSpec` per model string (frozen: shared by every call that names it)."""
+        if not isinstance(model, str):
+            return as_spec(model)
+        spec = self._specs.get(model)
+        if spec is None:
+            spec = self._specs[model] = as_spec(model)
+        return spec
+
+    _specs: dict[str, ModelSpec] = field(default_factory=dict, repr=False, compare=False)
+    _resolved: dict[ModelSpec, tuple[ResolvedModel, ...]] = field(default_factory=dict, repr=False, compare=False)
+    """Each spec's models as last resolved: agents that route alike share them (a list and the models made per
+    invocation would be more objects per agent in flight); checked against `adapters` on every use."""
+
+    def resolve(self, spec: ModelSpec) -> tuple[ResolvedModel, ...]:
+        hit = self._resolved.get(spec)
+        if hit is not None and all(self.adapters.get(m.ref.partition(":")[0]) is m.adapter for m in hit):
+            return hit
+        models = tuple(self.resolve_ref(ref) for ref in (spec.model, *spec.fallbacks))
+        self._resolved[spec] = models
+        return models
 
     def resolve_ref(self, ref: str) -> ResolvedModel:
         adapter_id, name = split_ref(ref)

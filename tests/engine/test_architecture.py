@@ -332,6 +332,75 @@ async def test_every_tether_object_made_per_agent_invocation_is_slotted(tmp_path
     assert dicts == []
 
 
+TRACKED_PER_AGENT_IN_FLIGHT = 58
+"""The objects the cycle collector tracks per one-turn agent parked inside its model call (56.4 measured at
+the time of writing; 100.4 before issue 48's round three): every full collection walks all of them, so at 10,000
+agents in flight each one more is about 10,000 more (docs/performance.md, *Many agents at once*)."""
+
+
+async def test_the_objects_the_cycle_collector_tracks_per_agent_in_flight_stay_few(tmp_path: Path) -> None:
+    """A count, not a timing: agents parked in their model call, `gc.get_objects()` counted with 10 and with 40
+    in flight (the difference cancels what a run holds whatever its size), per agent."""
+    import functools
+    import gc
+
+    from tether.contracts.stream import Finish, ModelCaps, TextDelta
+    from tether.contracts.usage import Usage
+
+    class Parked:
+        """A one-reply adapter that keeps nothing (as a real one), parked until released."""
+
+        id = family = "park"
+
+        def __init__(self) -> None:
+            self.calls, self.waiting, self.release = 0, 0, asyncio.Event()
+            self.all_in = asyncio.Event()
+            self._caps = ModelCaps()
+
+        def caps(self, model: str) -> ModelCaps:
+            return self._caps
+
+        async def stream(self, request: Any, signal: Any = None) -> Any:
+            self.calls += 1
+            if self.calls == self.waiting:
+                self.all_in.set()
+            if not self.release.is_set():
+                await self.release.wait()
+            yield TextDelta(text="ok")
+            yield Finish(reason="stop", usage=Usage(input_tokens=5, output_tokens=1))
+
+    model = Parked()
+    engine = tether.Engine(models=[model], routing={"loop": "park:m"}, store=f"sqlite:///{tmp_path}/t.db",
+                           concurrency=100, max_spawns=100)
+
+    @tether.workflow(name="fan")
+    async def fan(ctx: tether.Ctx, n: int) -> int:
+        async def one(i: int) -> Any:
+            return await ctx.agent(f"task {i}")
+
+        return len(await ctx.parallel([functools.partial(one, i) for i in range(n)]))
+
+    async def tracked_with(n: int, run_id: str) -> int:
+        model.calls, model.waiting = 0, n
+        model.release.clear()
+        model.all_in.clear()
+        run = asyncio.ensure_future(engine.run(fan, {"n": n}, run_id=run_id))
+        await model.all_in.wait()
+        gc.collect()
+        count = len(gc.get_objects())
+        model.release.set()
+        assert (await run).status == "ok"
+        return count
+
+    model.release.set()
+    await engine.run(fan, {"n": 3}, run_id="warm")  # imports and caches, made once
+    few = await tracked_with(10, "few")
+    many = await tracked_with(40, "many")
+    await engine.close()
+    per_agent = (many - few) / 30
+    assert per_agent <= TRACKED_PER_AGENT_IN_FLIGHT, per_agent
+
+
 def test_segment_options_mirror_run_options_name_for_name() -> None:
     # RunOptions is the declaration users see; SegmentOptions carries the same options through a segment (plus
     # a segment's own flags). A run option added to one and not the other fails here.

@@ -256,14 +256,15 @@ def test_calls_cut_off_by_two_kills_are_both_charged_when_the_agent_finally_sett
 
 # -- 4. `exhausted` means a ceiling stopped work -------------------------------------------------
 
-async def test_refusals_inside_a_settled_parallel_make_the_run_exhausted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("bound", [None, 3])  # ctx.parallel(concurrency=): the same outcomes
+async def test_refusals_inside_a_settled_parallel_make_the_run_exhausted(tmp_path: Path, bound: int | None) -> None:
     engine = engine_on(f"sqlite:///{tmp_path}/t.db", priced())
 
     @tether.workflow(name="fan")
     async def fan(ctx: tether.Ctx) -> Any:
         branches = [lambda i=i: ctx.agent(f"t{i}", est_cost=0.02) for i in range(10)]
         try:
-            await ctx.parallel(branches, settle=True)
+            await ctx.parallel(branches, settle=True, concurrency=bound)
         except tether.BudgetExhaustedError as exc:
             return sorted([o.status, type(o.error).__name__] for o in exc.data["outcomes"])
         return "all fit"
@@ -417,14 +418,18 @@ async def test_a_failed_agent_in_a_settled_parallel_is_a_typed_agent_error_branc
 
 # -- 5. a refusal never cancels admitted siblings ----------------------------------------------------
 
-async def test_a_budget_refusal_in_a_fail_fast_parallel_lets_paying_siblings_finish(tmp_path: Path) -> None:
+@pytest.mark.parametrize("bound", [None, 7])  # ctx.parallel(concurrency=): the same refusal, the same spend
+async def test_a_budget_refusal_in_a_fail_fast_parallel_lets_paying_siblings_finish(
+    tmp_path: Path, bound: int | None
+) -> None:
     model = priced(lambda r: Reply(text="ok", input_tokens=1_000, output_tokens=500, latency_s=0.05))
     engine = engine_on(f"sqlite:///{tmp_path}/t.db", model, concurrency=50)
 
     @tether.workflow(name="fan")
     async def fan(ctx: tether.Ctx) -> Any:
         # prompts of one length: every turn is estimated alike, so each exactly fits its 0.02 reserve
-        return await ctx.parallel([lambda i=i: ctx.agent(f"t{i:02d}", est_cost=0.02) for i in range(50)])
+        return await ctx.parallel([lambda i=i: ctx.agent(f"t{i:02d}", est_cost=0.02) for i in range(50)],
+                                  concurrency=bound)
 
     out = await engine.run(fan, run_id="r", budget_usd=0.5)
     assert out.status == "exhausted" and isinstance(out.error, tether.BudgetExhaustedError)

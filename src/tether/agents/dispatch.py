@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from tether.agents.history import project_history
@@ -63,9 +63,10 @@ class TurnResult:
 class _Streamed:
     """What one provider call produced before its terminal event (or the cut)."""
 
-    text: list[str] = field(default_factory=list)
-    calls: list[ToolCallEnd] = field(default_factory=list)
-    raw: list[RawPart] = field(default_factory=list)
+    text: list[str] | None = None
+    calls: list[ToolCallEnd] | None = None
+    """(None until the first: most calls bring none, and an empty list is one more object per call in flight)"""
+    raw: list[RawPart] | None = None
     fed: Usage = ZERO_USAGE
     usage: Usage = ZERO_USAGE
     """The call's settled usage (the terminal's total, else the metered sum)."""
@@ -100,6 +101,8 @@ class _CeilingCut:
         self.self_fired = True
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(CEILING_GRACE_S, self.signal.abort, reason)
+
+    __call__ = on_ceiling  # (the budget signal's listener is the cut itself: no bound method per call in flight)
 
     def close(self) -> None:
         if self._timer is not None:
@@ -348,9 +351,10 @@ class Dispatcher:
                 request = request.model_copy(update={"max_output_tokens": clamp})
         self.state.provider_calls += 1
         cut = _CeilingCut()
-        unsubscribe = [self.signal.add_listener(cut.signal.abort)] if self.signal else []
-        if self.hooks.signal is not None:
-            unsubscribe.append(self.hooks.signal.add_listener(cut.on_ceiling))
+        # subscription tokens (ints), not unsubscriber objects: nothing more per call in flight
+        cancel, budget = self.signal, self.hooks.signal
+        on_cancel = cancel.listen(cut.signal) if cancel is not None else -1
+        on_budget = budget.listen(cut) if budget is not None else -1
         call = self.state.provider_calls
         try:
             try:
@@ -363,11 +367,55 @@ class Dispatcher:
                 return TurnResult("error", error=budget_error(exc, stage))
             self.host.emit(ModelStart(call=call, model=model.ref, provider=model.adapter.id, max_tokens=clamp,
                                       stage=stage))
-            streamed = await self._consume(model, request, cut, est_input, clamp)
+            # the stream, consumed here (not in a coroutine of its own: one less per call in flight)
+            streamed = _Streamed()
+            cut_signal = cut.signal
+            meter = self.hooks.open_call_meter(model.ref)
+            stream: AsyncIterator[ChatEvent] = model.adapter.stream(request, cut_signal)
+            try:
+                async for event in stream:
+                    if isinstance(event, Finish | StreamError):
+                        streamed.terminal = _refuse_negative(model, event.usage) or event
+                        break
+                    if isinstance(event, UsageDelta) and (
+                            refused := _refuse_negative(model, event.usage)) is not None:
+                        streamed.terminal = refused  # never a credit: the usage that arrived before it stays billed
+                        break
+                    spending = isinstance(event, UsageDelta) and not event.usage.is_zero()
+                    after_own_fire = cut.self_fired
+                    cut.own_usage = spending
+                    try:
+                        self._on_event(model, event, streamed, meter)
+                    finally:
+                        cut.own_usage = False
+                    if spending and after_own_fire:
+                        cut_signal.abort("ceiling reached and the stream kept spending")  # still producing: cut it
+                    if cut_signal.aborted:
+                        streamed.cut = True
+                        break
+            except OSError as exc:  # a transport failure the adapter did not map
+                unsent = isinstance(exc, ConnectionRefusedError | socket.gaierror)
+                streamed.terminal = StreamError(kind="transport", message=str(exc), retryable=True,
+                                                reached=not unsent)
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            if streamed.terminal is None and not streamed.cut:
+                if cut_signal.aborted:
+                    streamed.cut = True
+                else:
+                    msg = "stream ended without a terminal event"
+                    streamed.terminal = StreamError(kind="transport", message=msg, retryable=True)
+            total = streamed.usage = _call_usage(streamed, est_input, clamp)
+            self._feed(model, meter, total.minus(streamed.fed))
+            self._account(model, total)
         finally:
             cut.close()
-            for off in unsubscribe:
-                off()
+            if cancel is not None:
+                cancel.unlisten(on_cancel)
+            if budget is not None:
+                budget.unlisten(on_budget)
             if release is not None:
                 release()
         result = self._settle(model, streamed, stage)
@@ -386,51 +434,6 @@ class Dispatcher:
         result.output_limit, result.budget_clamped = clamp, clamp < self._natural_limit(model)
         return result
 
-    async def _consume(
-        self, model: ResolvedModel, request: ChatRequest, guard: _CeilingCut, est_input: int, limit: int,
-    ) -> _Streamed:
-        out = _Streamed()
-        cut = guard.signal
-        meter = self.hooks.open_call_meter(model.ref)
-        stream: AsyncIterator[ChatEvent] = model.adapter.stream(request, cut)
-        try:
-            async for event in stream:
-                if isinstance(event, Finish | StreamError):
-                    out.terminal = _refuse_negative(model, event.usage) or event
-                    break
-                if isinstance(event, UsageDelta) and (refused := _refuse_negative(model, event.usage)) is not None:
-                    out.terminal = refused  # never a credit: the usage that arrived before it stays billed
-                    break
-                spending = isinstance(event, UsageDelta) and not event.usage.is_zero()
-                after_own_fire = guard.self_fired
-                guard.own_usage = spending
-                try:
-                    self._on_event(model, event, out, meter)
-                finally:
-                    guard.own_usage = False
-                if spending and after_own_fire:
-                    cut.abort("ceiling reached and the stream kept spending")  # still producing: cut it
-                if cut.aborted:
-                    out.cut = True
-                    break
-        except OSError as exc:  # a transport failure the adapter did not map
-            unsent = isinstance(exc, ConnectionRefusedError | socket.gaierror)
-            out.terminal = StreamError(kind="transport", message=str(exc), retryable=True, reached=not unsent)
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        if out.terminal is None and not out.cut:
-            if cut.aborted:
-                out.cut = True
-            else:
-                msg = "stream ended without a terminal event"
-                out.terminal = StreamError(kind="transport", message=msg, retryable=True)
-        total = out.usage = _call_usage(out, est_input, limit)
-        self._feed(model, meter, total.minus(out.fed))
-        self._account(model, total)
-        return out
-
     def _on_event(
         self,
         model: ResolvedModel,
@@ -439,13 +442,22 @@ class Dispatcher:
         meter: Callable[[Usage], None] | None,
     ) -> None:
         if isinstance(event, TextDelta):
-            out.text.append(event.text)
+            if out.text is None:
+                out.text = [event.text]
+            else:
+                out.text.append(event.text)
             so_far = self.state.usage + out.fed
             self.host.emit(AgentStream(call=self.state.provider_calls, model=model.ref, text=event.text, usage=so_far))
         elif isinstance(event, ToolCallEnd):
-            out.calls.append(event)
+            if out.calls is None:
+                out.calls = [event]
+            else:
+                out.calls.append(event)
         elif isinstance(event, RawPartEvent):
-            out.raw.append(event.part)
+            if out.raw is None:
+                out.raw = [event.part]
+            else:
+                out.raw.append(event.part)
         elif isinstance(event, UsageDelta):
             self._feed(model, meter, event.usage)
             out.fed = out.fed + event.usage
@@ -479,10 +491,10 @@ class Dispatcher:
                 retry_after_ms=terminal.retry_after_ms,
             )
             return TurnResult("error", error=error)
-        assert terminal is not None  # _consume leaves a terminal unless the stream was cut
+        assert terminal is not None  # the stream loop leaves a terminal unless the stream was cut
         reason: FinishReason = "other" if terminal.reason == "cancelled" else terminal.reason
         if reason in ("refusal", "content_filter"):
-            error = AgentError(kind="terminal", message=_declined(model, reason, "".join(out.text)))
+            error = AgentError(kind="terminal", message=_declined(model, reason, "".join(out.text or ())))
             return TurnResult("error", error=error, finish_reason=reason)
         return TurnResult("ok", message=self._message(out, reason), finish_reason=reason)
 
@@ -506,11 +518,11 @@ class Dispatcher:
         A reply cut by the output limit keeps no tool calls: a cut turn never runs a tool.
         """
         turn = self.state.turns + 1
-        parts: list[Any] = list(out.raw)
-        text = "".join(out.text)
+        parts: list[Any] = list(out.raw or ())
+        text = "".join(out.text or ())
         if text:
             parts.append(TextPart(text=text))
-        ordered = [] if reason == "max_tokens" else sorted(out.calls, key=lambda c: c.index)
+        ordered = [] if reason == "max_tokens" else sorted(out.calls or (), key=lambda c: c.index)
         parts += [
             ToolCallPart(id=f"call_{turn}_{i}", name=c.name, args=dict(c.args))
             for i, c in enumerate(ordered)
@@ -533,7 +545,7 @@ def _call_usage(out: _Streamed, est_input: int, limit: int) -> Usage:
     cancelled = isinstance(out.terminal, Finish) and out.terminal.reason == "cancelled"
     failed = out.cut or isinstance(out.terminal, StreamError)
     if failed and reported is None and usage.is_empty():
-        chars = sum(map(len, out.text)) + sum(len(call.name) + len(str(call.args)) for call in out.calls)
+        chars = sum(map(len, out.text or ())) + sum(len(call.name) + len(str(call.args)) for call in out.calls or ())
         if chars:
             usage = Usage(input_tokens=est_input, output_tokens=min(limit, -(-chars // 4)), approximate=True)
     if out.cut or cancelled:

@@ -29,6 +29,10 @@ class RetryPolicy:
     max_s: float = 8.0
 
 
+DEFAULT_RETRY = RetryPolicy()
+"""(frozen: one for every invocation, not one each)"""
+
+
 @dataclass(frozen=True, slots=True)
 class AgentSpec:
     """Everything one invocation needs, already resolved by the engine (routing, profiles, defaults)."""
@@ -44,7 +48,7 @@ class AgentSpec:
     """The output limit of each turn, never above the serving model's cap; None: that cap (the budget still
     clamps it)."""
     effort: str | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = DEFAULT_RETRY
     schema_retries: int = 2
     no_progress_turns: int = 3
     """The identical-call brake's default: the same tool batch asked for again this many turns in a row stops."""

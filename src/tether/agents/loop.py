@@ -9,6 +9,7 @@ Money is seen only through `BudgetHooks`.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -53,27 +54,13 @@ def _cut_issue(limit: int | None) -> Issue:
     return {"loc": [], "msg": msg, "type": "truncated"}
 
 
-async def run_agent(
+def run_agent(
     spec: AgentSpec, host: LoopHost, hooks: BudgetHooks, *, signal: Signal | None = None
-) -> AgentResult:
-    """Run (or continue from the host's checkpoint) one agent invocation to its `AgentResult`."""
-    if not spec.models:
-        raise ConfigError("an agent needs at least one model; routing resolved none")
-    restored = await host.load_checkpoint()
-    if restored is not None and restored.version != CHECKPOINT_VERSION:
-        restored = None  # a checkpoint this version cannot read is never trusted: start over
-    state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening, spec.history)
-    state.model_index = min(state.model_index, len(spec.models) - 1)
-    host.emit(AgentStart(
-        label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
-        resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000],
-    ))
-    loop = _AgentLoop(spec, host, hooks, state, signal)
-    result = await loop.run()
-    if result.error is not None:
-        host.emit(AgentFailed(status=result.status, error=result.error))
-    host.emit(end_event(result, reason=loop.stop_reason, provider_calls=state.provider_calls))
-    return result
+) -> Coroutine[Any, Any, AgentResult]:
+    """Run (or continue from the host's checkpoint) one agent invocation to its `AgentResult`.
+
+    One coroutine per invocation in flight (`_AgentLoop.run`), not a wrapper awaiting it (docs/performance.md)."""
+    return _AgentLoop(spec, host, hooks, signal).run()
 
 
 def cut_error(hooks: BudgetHooks, message: str, stage: Stage) -> AgentError:
@@ -115,44 +102,76 @@ def output_summary(output: Any, limit: int = 500) -> str | None:
 
 
 class _AgentLoop:
-    __slots__ = ("compactor", "dispatcher", "gate", "hooks", "host", "signal", "spec", "state", "stop_reason", "tools")
+    __slots__ = ("_gate", "_tools", "compactor", "dispatcher", "hooks", "host", "signal", "spec", "state",
+                 "stop_reason")
 
-    def __init__(
-        self,
-        spec: AgentSpec,
-        host: LoopHost,
-        hooks: BudgetHooks,
-        state: LoopState,
-        signal: Signal | None,
-    ) -> None:
-        self.spec, self.host, self.hooks, self.state, self.signal = spec, host, hooks, state, signal
-        self.dispatcher = Dispatcher(spec, host, hooks, state, signal)
-        self.gate = ToolBudgetGate(spec.tool_budget, host, hooks, state)
-        self.tools = ToolRunner(spec, host, state, self.gate)
-        self.compactor = Compactor(spec, spec.context, host, hooks, state, signal) if spec.context else None
+    def __init__(self, spec: AgentSpec, host: LoopHost, hooks: BudgetHooks, signal: Signal | None) -> None:
+        self.spec, self.host, self.hooks, self.signal = spec, host, hooks, signal
         self.stop_reason: str | None = None
 
+    async def _open(self) -> LoopState:
+        """The invocation's state (restored from the host's checkpoint, or new) and the parts that work on it."""
+        spec, host, hooks, signal = self.spec, self.host, self.hooks, self.signal
+        if not spec.models:
+            raise ConfigError("an agent needs at least one model; routing resolved none")
+        restored = await host.load_checkpoint()
+        if restored is not None and restored.version != CHECKPOINT_VERSION:
+            restored = None  # a checkpoint this version cannot read is never trusted: start over
+        state = restored if restored is not None else LoopState.start(spec.prompt, spec.opening, spec.history)
+        state.model_index = min(state.model_index, len(spec.models) - 1)
+        self.state = state
+        self.dispatcher = Dispatcher(spec, host, hooks, state, signal)
+        # The tool budget's gate and the tool runner are made when first needed (a budget is checked here): an
+        # invocation without tools makes neither, two objects fewer per agent in flight.
+        self._gate = ToolBudgetGate(spec.tool_budget, host, hooks, state) if spec.tool_budget is not None else None
+        self._tools: ToolRunner | None = None
+        self.compactor = Compactor(spec, spec.context, host, hooks, state, signal) if spec.context else None
+        host.emit(AgentStart(
+            label=spec.label, agent_type=spec.agent_type, model=spec.models[0].ref,
+            resumed=restored is not None, turns=state.turns, prompt=spec.prompt[:2_000],
+        ))
+        return state
+
+    @property
+    def gate(self) -> ToolBudgetGate:
+        if self._gate is None:
+            self._gate = ToolBudgetGate(self.spec.tool_budget, self.host, self.hooks, self.state)
+        return self._gate
+
+    @property
+    def tools(self) -> ToolRunner:
+        if self._tools is None:
+            self._tools = ToolRunner(self.spec, self.host, self.state, self.gate)
+        return self._tools
+
+    def _closed(self, result: AgentResult) -> AgentResult:
+        if result.error is not None:
+            self.host.emit(AgentFailed(status=result.status, error=result.error))
+        self.host.emit(end_event(result, reason=self.stop_reason, provider_calls=self.state.provider_calls))
+        return result
+
     async def run(self) -> AgentResult:
-        state = self.state
+        """The invocation: its turns until it ends (every `return` through `_closed`, which emits the end)."""
+        state = await self._open()
         if state.braked is not None:  # a brake stopped it before a crash: it stops there again, paying nothing
-            return self._braked(state.braked)
+            return self._closed(self._braked(state.braked))
         while True:
             if self.signal is not None and self.signal.aborted:
-                return self._finish("cancelled", reason="cancelled")
+                return self._closed(self._finish("cancelled", reason="cancelled"))
             if state.pending is not None:  # a resumed batch: finish the same turn first
                 await self.tools.run_pending()
                 await self.host.save_checkpoint(state)
                 continue
             if state.tool_budget.expired is not None:
-                return await self._on_expiry()
+                return self._closed(await self._on_expiry())
             stage: Stage = "extract" if state.reprompting else "loop"
             refused = self._budget_guard(stage)
             if refused is not None:
-                return refused
+                return self._closed(refused)
             if state.turns >= self.spec.max_turns:
-                return self._finish("limit", reason="max-turns")
+                return self._closed(self._finish("limit", reason="max-turns"))
             if self.compactor is not None and (failed := await self.compactor.fit()) is not None:
-                return self._failed(failed)
+                return self._closed(self._failed(failed))
             calls_before = state.provider_calls  # `_dispatch` inlined: one coroutine less per agent in flight
             turn = await self.dispatcher.turn(stage)
             if state.provider_calls > calls_before:
@@ -162,11 +181,11 @@ class _AgentLoop:
                 if self.compactor is not None and turn.error is not None and turn.error.kind == "context-overflow":
                     turn = await self._after_overflow(self.compactor, turn, stage)
                 if turn.status != "ok" or turn.message is None:
-                    return self._failed(turn)
+                    return self._closed(self._failed(turn))
             state.reprompting = False
             done = await self._on_reply(turn, stage)
             if done is not None:
-                return done
+                return self._closed(done)
 
     def _failed(self, turn: TurnResult) -> AgentResult:
         """A turn that brought no reply ends the invocation (a context overflow says so in its reason)."""
@@ -450,7 +469,7 @@ class _AgentLoop:
             served_by=state.served_by,
             finish_reason=state.finish_reason,
             error=error,
-            tool_budget=self.gate.summary(limited=limited),
+            tool_budget=self._gate.summary(limited=limited) if self._gate is not None else None,
         )
 
 

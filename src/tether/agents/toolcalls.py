@@ -29,6 +29,9 @@ TOOL_RESULT_CUT = "tool-result-cut"
 """The decision that journals a tool result whole before the model sees it cut (`Context.max_tool_result_tokens`)."""
 
 
+_DEFAULT_PERMISSIONS = Permissions()
+"""The default permissions (frozen: one for every invocation that sets none)."""
+
 class ToolRunner:
     """Completes `state.pending`: a resumed batch skips every call that already has a result."""
 
@@ -37,7 +40,7 @@ class ToolRunner:
     def __init__(self, spec: AgentSpec, host: LoopHost, state: LoopState, gate: ToolBudgetGate) -> None:
         self.host, self.state, self.gate = host, state, gate
         self.tools = {t.name: t for t in spec.tools}
-        self.permissions = spec.permissions or Permissions()
+        self.permissions = spec.permissions or _DEFAULT_PERMISSIONS
         self.cap = spec.context.max_tool_result_tokens if spec.context is not None else None
         """Tool results past this many tokens are journaled whole and shown cut (`Context.max_tool_result_tokens`)."""
 

@@ -36,8 +36,9 @@ class SpendTally:
         self.provider_calls = 0
         self.orphaned: dict[str, float] = {}
         """Spend of dispatches a crash cut off before they settled, per model (already on the accounts)."""
-        self.cut: list[int] = []
-        """The numbers of the dispatches `orphaned` charges."""
+        self.cut: list[int] | tuple[()] = ()
+        """The numbers of the dispatches `orphaned` charges (a list once a crash left some; an empty list made per
+        invocation would be one more object per agent in flight)."""
         self.undrawn_tokens = 0
         self.undrawn_usage = ZERO_USAGE
         self.undrawn_costs: dict[str, float] = {}

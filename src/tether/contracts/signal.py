@@ -48,6 +48,10 @@ class Signal:
         for cb in list(self._listeners.values()):
             cb(reason)
 
+    def __call__(self, reason: str) -> None:
+        """A signal listens to another as itself (`other.listen(signal)`): no bound `abort` made per subscription."""
+        self.abort(reason)
+
     def add_listener(self, cb: Callable[[str], None]) -> Callable[[], None]:
         """Call `cb(reason)` when the signal fires (at once if it already has); returns an unsubscriber."""
         if self._reason is not None:
@@ -57,6 +61,21 @@ class Signal:
         self._next += 1
         self._listeners[token] = cb
         return partial(_drop, self._listeners, token)  # one object per subscription, not a closure
+
+    def listen(self, cb: Callable[[str], None]) -> int:
+        """`add_listener` without an unsubscriber object: returns the token `unlisten` takes (-1 when the signal
+        had fired already: `cb` was called at once). For per-call subscriptions held while many calls are in
+        flight: an int is nothing the cycle collector tracks."""
+        if self._reason is not None:
+            cb(self._reason)
+            return -1
+        token = self._next
+        self._next += 1
+        self._listeners[token] = cb
+        return token
+
+    def unlisten(self, token: int) -> None:
+        self._listeners.pop(token, None)
 
     async def wait(self) -> str:
         if self._event is None:

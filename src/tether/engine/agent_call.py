@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
@@ -25,7 +25,9 @@ from tether.contracts.events import AgentEnd, AgentQueued, BudgetRefused, Spawn,
 from tether.contracts.loops import AgentLoop
 from tether.contracts.messages import Message
 from tether.contracts.money import usd
+from tether.contracts.prices import Price
 from tether.contracts.results import AgentError, AgentResult
+from tether.contracts.routes import ResolvedModel
 from tether.contracts.stops import StopReason
 from tether.engine.agent_result import restore_result
 from tether.engine.checkpoint import checkpoint_key
@@ -80,6 +82,8 @@ class AgentCall:
         self._replay_facts: ReplayFacts | None = None  # built at the first replayed agent
         self._tenant: TenantGate | bool | None = False  # the budgets across runs, read from the genesis once
         self._lineage = lineage_of(seg.index.entries[:1])  # a fork's model swaps (docs/forks.md)
+        # Bound once: a bound method made per invocation is one more object per agent in flight.
+        self._on_debit, self._on_unpriced, self._brake = seg.budget_update, seg.warn_unpriced, seg.check_brakes
 
     async def call(
         self,
@@ -137,7 +141,7 @@ class AgentCall:
             models=models,
             system=options.get("system") or profile.system,
             output=out,
-            tools=all_tools,
+            tools=all_tools or (),
             max_turns=max_turns or profile.max_turns or 32,
             max_output_tokens=max_output_tokens or profile.max_output_tokens or self._default_output(frame),
             effort=spec_model.effort,
@@ -158,7 +162,10 @@ class AgentCall:
         slots = seg.tree.slots(depth)
         if slots.locked():
             seg.events.emit(AgentQueued(label=label, depth=depth, parent_span_id=frame.span_id))
-        async with slots:
+        running, continues = found.running, self._continues(found)
+        del found  # (held no longer than needed: this frame lives as long as the invocation)
+        await slots.acquire()  # (not `async with`: its bound `__aexit__` would be held for the whole call)
+        try:
             est_input, max_output, turn_output = self._estimate(spec)
             price = services.price_of(spec.models[0].ref)
             refusal = None if price is not None else unpriced_refusal(
@@ -167,21 +174,35 @@ class AgentCall:
                 raise refusal  # before any reserve: a model that cannot be priced is a set-up problem, not money
             reserve = reserve_usd(est_cost if est_cost is not None else profile.est_cost, None, price, est_input,
                                   max_output)
-            free = all((p := services.price_of(m.ref)) is not None and p.is_free for m in spec.models)
+            free = _all_free(services.price_of, spec.models)
             hold = await self._admit(frame, k, reserve, f"agent {label or prompt[:40]!r}", free=free)
             token_hold = seg.tree.hold(est_input + turn_output)
             hooks = self._hooks(frame, hold, token_hold, free=free)
             try:
                 worktree = (options.get("repo") or os.getcwd()) if isolation == "worktree" else None
-                result, running, head = await self._start(frame, found.running, spec, hooks, k, role,
-                                                          spec_model.identity, worktree, self._continues(found),
-                                                          _Loop(options.get("loop"), max_turns))
+                running, host = self._open(frame, running, spec, hooks, k, role, spec_model.identity, continues)
+                try:
+                    loop = _loop_of(options.get("loop"), max_turns)
+                    if worktree is None:
+                        result = await self._run_loop(spec, host, hooks, loop)
+                    else:
+                        result = await self._run_isolated(spec, host, hooks, worktree, loop)
+                    await host.flush_draw(result.turns)
+                except (PricingError, asyncio.CancelledError) as exc:
+                    await self._failed(frame, running, hooks, host, exc)
+                    raise
+                finally:
+                    seg.tree.stopped(depth)
+                    CURRENT_FRAME.set(frame)
+                head = host.chain.head_sha256
                 terminal = await seg.journal.append(self._terminal(frame, running, result, hooks, head))
             finally:
                 await self._settle_across_runs(hooks)
                 hooks.release_all()  # after the terminal: the room its dispatches held is reused only after it
                 if token_hold is not None:
                     token_hold.release()
+        finally:
+            slots.release()
         result = restore_result(running, terminal, out, live=result)
         if result.error is not None and result.error.kind == "budget":
             self._ceiling_stopped(frame, hooks, result.error, running)
@@ -218,12 +239,12 @@ class AgentCall:
         seg = self.seg
         return AccountHooks(
             frame.account, seg.services.price_of, hold=hold, exposure=seg.exposure,
-            strict_pricing=seg.strict_pricing, on_debit=seg.budget_update,
+            strict_pricing=seg.strict_pricing, on_debit=self._on_debit,
             tokens=seg.tree.tokens if seg.tree.tokens.ceiling is not None else None, token_hold=token_hold,
-            allow_unpriced=seg.allow_unpriced, on_unpriced=seg.warn_unpriced, calibration=seg.calibration,
+            allow_unpriced=seg.allow_unpriced, on_unpriced=self._on_unpriced, calibration=seg.calibration,
             hard=seg.hard_ceiling, wait_s=seg.services.dispatch_wait_s, run_id=seg.run_id,
             tenant=self._budgets_across_runs(), free=free,
-            brake=seg.check_brakes if seg.spend_rate is not None or seg.max_repeated_spawns is not None else None,
+            brake=self._brake if seg.spend_rate is not None or seg.max_repeated_spawns is not None else None,
         )
 
     def _budgets_across_runs(self) -> TenantGate | None:
@@ -374,12 +395,13 @@ class AgentCall:
         seg.events.emit(SpawnRefused(agent_id=parent, step=seg.tree.turn_of.get(parent, 0), detail=label,
                                      goal=goal[:200]))
 
-    async def _start(
+    def _open(
         self, frame: Frame, running: JournalEntry | None, spec: AgentSpec, hooks: AccountHooks, k: str,
-        role: str, model: str, worktree: str | None = None, continues: tuple[int, ...] = (),
-        loop: _Loop | None = None,
-    ) -> tuple[AgentResult, JournalEntry, str]:
-        """The invocation's loop: its result, its running entry and the sha256 of its last checkpoint head."""
+        role: str, model: str, continues: tuple[int, ...] = (),
+    ) -> tuple[JournalEntry, EngineLoopHost]:
+        """The invocation's running entry (staged, or the one it redispatches) and its loop host; the current frame
+        is the invocation's own from here (`call` sets it back). Its loop runs in `call` itself: a coroutine of its
+        own would be one more object per agent in flight."""
         seg = self.seg
         redispatched = running is not None
         if running is None:
@@ -393,31 +415,24 @@ class AgentCall:
             span_id=f"agent-{running.seq}",
         )
         host = EngineLoopHost(seg, running, inner, hooks, redispatched=redispatched, parent_span=frame.span_id,
-                              continues=[checkpoint_key(seg.run_id, seq) for seq in continues])
-        token = CURRENT_FRAME.set(inner)
+                              continues=_checkpoint_keys(seg.run_id, continues))
+        CURRENT_FRAME.set(inner)  # set back to `frame` by `call`: a reset token would be one more object in flight
         seg.tree.started(inner.depth)
-        try:
-            loop = loop or _Loop(None, None)
-            if worktree is None:
-                result = await self._run_loop(spec, host, hooks, loop)
-            else:
-                result = await self._run_isolated(spec, host, hooks, worktree, loop)
-            await host.flush_draw(result.turns)
-        except PricingError as exc:  # refused before the wire: the entry it opened still gets its terminal
+        return running, host
+
+    async def _failed(
+        self, frame: Frame, running: JournalEntry, hooks: AccountHooks, host: EngineLoopHost, exc: BaseException,
+    ) -> None:
+        """An invocation's loop raised: a pricing refusal (before the wire) or a cancel still gets its terminal."""
+        seg = self.seg
+        if isinstance(exc, PricingError):  # refused before the wire: the entry it opened still gets its terminal
             refused = AgentResult(status="error", usage=hooks.usage, usage_by_model=hooks.usage_by_model,
                                   error=AgentError(kind="terminal", message=exc.message))
             await seg.journal.append(self._terminal(frame, running, refused, hooks, host.chain.head_sha256))
             host.emit(end_event(refused, reason="pricing"))
-            raise
-        except asyncio.CancelledError:
-            if not seg.waits.all_parked.is_set():  # a suspension keeps the agent `running` for its checkpoint
-                await self._journal_cancelled(frame, running, hooks, host.chain.head_sha256)
-                host.emit(AgentEnd(status="cancelled", usage=hooks.usage, reason="cancelled"))
-            raise
-        finally:
-            seg.tree.stopped(inner.depth)
-            CURRENT_FRAME.reset(token)
-        return result, running, host.chain.head_sha256
+        elif not seg.waits.all_parked.is_set():  # cancelled: a suspension keeps the agent `running` (its checkpoint)
+            await self._journal_cancelled(frame, running, hooks, host.chain.head_sha256)
+            host.emit(AgentEnd(status="cancelled", usage=hooks.usage, reason="cancelled"))
 
     def _run_loop(
         self, spec: AgentSpec, host: EngineLoopHost, hooks: AccountHooks, loop: _Loop
@@ -590,8 +605,31 @@ class _Loop:
     max_turns: int | None
 
 
+_TETHER_LOOP = _Loop(None, None)
+"""tether's own loop drives the invocation (shared: frozen)."""
+
+
+def _loop_of(foreign: AgentLoop | None, max_turns: int | None) -> _Loop:
+    return _TETHER_LOOP if foreign is None else _Loop(foreign, max_turns)
+
+
 _NOT_STOPPING = frozenset({StopReason.EXPOSURE_CAP, StopReason.EXPOSURE_DRAINED, StopReason.IN_FLIGHT})
 """Budget errors that stop nothing for good: the in-flight exposure cap is not a ceiling."""
+
+
+def _checkpoint_keys(run_id: str, seqs: tuple[int, ...]) -> list[str]:
+    """(A function, not a comprehension in `_start`: that would make `seg` a cell held for the whole invocation.)"""
+    return [checkpoint_key(run_id, seq) for seq in seqs]
+
+
+def _all_free(price_of: Callable[[str], Price | None], models: Sequence[ResolvedModel]) -> bool:
+    """Whether every model of the call is priced free (a function, not a generator in `call`: that one's
+    closure cells would live as long as the invocation)."""
+    for m in models:
+        p = price_of(m.ref)
+        if p is None or not p.is_free:
+            return False
+    return True
 
 
 def _first(given: int | None, default: int | None) -> int | None:

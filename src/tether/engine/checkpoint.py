@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import operator
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ValidationError
@@ -65,7 +65,8 @@ class CheckpointChain:
     lineage: str = ""
     """Random per start of a transcript (minted at the first write), so chunks of another never pass."""
     chunks: int = 0
-    saved: list[Message] = field(default_factory=list)
+    saved: list[Message] | tuple[()] = ()
+    """The messages written so far (a list from the first write on: none made per invocation before it)."""
     tip: str = ""
     """The sha256 of the last chunk written ("": none yet): the next chunk and the next head link to it."""
     head_sha256: str = ""
@@ -86,7 +87,10 @@ class CheckpointChain:
                            prev=self.tip).model_dump_json().encode()
             out.append((chunk_key(self.key, self.chunks), chunk))
             self.chunks += 1
-            self.saved.extend(added)
+            if isinstance(self.saved, list):
+                self.saved.extend(added)
+            else:
+                self.saved = list(added)
             self.tip = blob_digest(chunk)
         head = _Head(lineage=self.lineage, chunks=self.chunks, loop=state.model_copy(update={"messages": []}),
                      tally=tally, tip=self.tip).model_dump_json().encode()

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from pydantic import BaseModel, ConfigDict
 
 from tether.contracts.entries import EntryStatus, JournalEntry
-from tether.contracts.errors import AgentCallError, BudgetExhaustedError, TetherError
+from tether.contracts.errors import AgentCallError, BudgetExhaustedError, ConfigError, TetherError
 from tether.contracts.events import ChildEnd, ChildStart, ExternalWaiting, LogLine, PhaseEnd, PhaseStart
 from tether.contracts.results import AgentError
 from tether.engine.agent_surface import AgentSurface
+from tether.engine.branches import BranchPool
 from tether.engine.external import ExternalSchema
 from tether.engine.frame import CURRENT_FRAME, Frame
 from tether.engine.memory import Memory
@@ -137,79 +138,65 @@ class Ctx(AgentSurface):
     # -- concurrency -------------------------------------------------------------------------
     @overload
     async def parallel(
-        self, thunks: Sequence[Callable[[], Awaitable[R]]], *, settle: Literal[False] = False
+        self, thunks: Sequence[Callable[[], Awaitable[R]]], *, settle: Literal[False] = False,
+        concurrency: int | None = None,
     ) -> list[R]: ...
     @overload
     async def parallel(
-        self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: Literal[True]
+        self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: Literal[True], concurrency: int | None = None,
     ) -> list[BranchOutcome]: ...
     @overload
-    async def parallel(self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool) -> list[Any]: ...
+    async def parallel(
+        self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool, concurrency: int | None = None,
+    ) -> list[Any]: ...
 
-    async def parallel(self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool = False) -> list[Any]:
-        """Run branches concurrently, results in source order; `settle=True` never fails fast."""
+    async def parallel(
+        self, thunks: Sequence[Callable[[], Awaitable[Any]]], *, settle: bool = False, concurrency: int | None = None,
+    ) -> list[Any]:
+        """Run branches concurrently, results in source order; `settle=True` never fails fast.
+
+        `concurrency=k` runs at most `k` branches at once: the next (in source order) starts when one
+        finishes, and a branch's task exists only while it runs (`engine.branches.BranchPool`)."""
+        if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
+            raise ConfigError(f"ctx.parallel(concurrency=) must be a whole number >= 1, got {concurrency!r}")
         frame = CURRENT_FRAME.get()
         site = self._seg.replay.next_counter(frame.scope, "par")
         seg = self._seg
 
-        async def branch(i: int, thunk: Callable[[], Awaitable[Any]]) -> Any:
+        async def branch(i: int) -> Any:
             CURRENT_FRAME.set(frame.enter(join(frame.scope, parallel_segment(site, i))))
             try:
-                return await thunk()
+                return await thunks[i]()
             except (Exception, Abandoned) as exc:
                 if settle or isinstance(exc, Abandoned):  # a lost branch is itemized the moment it is lost
                     seg.dropped.append(_dropped(frame, site, i, exc))
                 raise
-            finally:
-                seg.waits.branch_waiting(-1)
 
-        seg.waits.branch_waiting(len(thunks))
-        tasks = [asyncio.create_task(branch(i, t)) for i, t in enumerate(thunks)]
-        seg.waits.branch_waiting(-1)
+        pool = BranchPool(branch, len(thunks), concurrency or len(thunks), seg.waits.branch_waiting,
+                          fail_fast=not settle)
+        pool.fill()
+        seg.waits.branch_waiting(-1)  # the caller waits (once its first branches count as working)
         try:
+            await pool.wait()
             if settle:
-                done = await asyncio.gather(*tasks, return_exceptions=True)
+                done = pool.outcomes()
                 outcomes = [_settled(r) for r in done]
                 refused = next((r for r in done if isinstance(r, BudgetExhaustedError)), None)
                 if refused is not None:
                     # the ceiling stopped work: say so, with every branch's outcome (all journaled)
                     raise BudgetExhaustedError(refused.message, **{**refused.data, "outcomes": outcomes})
                 return outcomes
-            return await self._fail_fast(frame, site, tasks)
+            # The first branch to fail (in completion order) cancels its siblings and its error propagates. A
+            # budget refusal is the exception: admitted siblings are already paying, so they finish (their work
+            # is journaled) and the refusal is raised once every branch has settled.
+            if pool.failed is not None:
+                await pool.cancel()
+                raise pool.failed
+            if pool.refused is not None:
+                raise pool.refused
+            return pool.results()
         finally:
             seg.waits.branch_waiting(+1)
-
-    async def _fail_fast(self, frame: Frame, site: int, tasks: list[asyncio.Task[Any]]) -> list[Any]:
-        """The first branch to fail (in completion order) cancels its siblings and its error propagates.
-
-        A budget refusal is the exception: admitted siblings are already paying, so they finish (their
-        work is journaled) and the refusal is raised once every branch has settled.
-        """
-        refused: BudgetExhaustedError | None = None
-        try:
-            pending: set[asyncio.Task[Any]] = set(tasks)
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-                failed = [e for t in done if not t.cancelled() and (e := t.exception()) is not None and _is_failure(e)]
-                for error in failed:
-                    if not isinstance(error, BudgetExhaustedError):
-                        raise error
-                    refused = refused or error
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        if refused is not None:
-            raise refused
-        results: list[Any] = []
-        for t in tasks:
-            exc = t.exception()
-            if isinstance(exc, Abandoned):
-                results.append(None)
-            else:
-                results.append(t.result())
-        return results
 
     # -- child workflows ---------------------------------------------------------------------
     @overload
