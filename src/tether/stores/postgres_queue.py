@@ -42,6 +42,12 @@ _RECONNECT_S = (0.1, 5.0)  # backoff bounds of the LISTEN connection
 # advisory lock, lease and head checks; refused, it writes nothing and the claim goes on), and once written the
 # run's claim is reported (done, or suspended) with its lease released (`finish`). The claim's limit reads `f`,
 # so all of that is done before the claim looks at the queue (a capped queue counts the reported run as gone).
+# A claim that only takes queued runs and their leases (no takeover, no report, no carried write: `quiet`)
+# commits without waiting for the WAL flush (`synchronous_commit` off for its transaction alone): it is
+# visible to every other session at once, so no two drivers ever hold a run, and its driver's first journal
+# write (always a synchronous commit, before any effect) flushes it too. A server crash can lose only a claim
+# whose driver has made nothing durable, and a lost claim's lease can never fence a write again (each claim's
+# owner id is new); the run is queued again as it was. It takes one WAL flush off enqueue-to-start.
 _COUNTED_CLAIM = """
 WITH w AS MATERIALIZED (
   SELECT p.i, p.run, p.claim, p.state, p.epoch,
@@ -77,11 +83,15 @@ WITH w AS MATERIALIZED (
     FROM c CROSS JOIN LATERAL {s}.acquire(c.o_run, %s::text, %s::text, %s::float8, NULL::bigint,
                                          c.o_run || '/cancel-request') WITH ORDINALITY x
    WHERE %s::boolean
+), quiet AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true)
+   WHERE %s::boolean AND NOT EXISTS (SELECT 1 FROM c WHERE c.o_takeover)
 )
 SELECT 'c'::text, c.o_run, c.o_queue, c.o_workflow, c.o_claim, c.o_deadline, c.o_attempts, c.o_takeover, c.o_meta,
        (n.body ->> 'lapses')::integer, (n.body -> 'workers')::text, NULL::text, NULL::text, NULL::bigint,
        NULL::float8, NULL::float8, NULL::float8, NULL::bigint, NULL::text, NULL::bytea, c.ordinality, 0::bigint
   FROM c LEFT JOIN counted n ON n.key = c.o_run || '/queue-lapses'
+ WHERE (SELECT count(*) FROM quiet) >= 0
 UNION ALL
 SELECT 'a'::text, a.o_run, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, a.o_outcome, a.o_owner, a.o_epoch,
        a.o_expires, a.o_ttl, a.o_now, a.o_seq, a.o_text, a.o_data, a.claim_ord, a.ordinality
@@ -436,7 +446,7 @@ class PostgresQueue(PostgresBudgets, PostgresSchedules, PostgresSessions):
         carrying, carried = self._carry()
         try:
             answer = await self._fetch("claim_counted", (*carried, *params, self._owner_json(owner), owner.owner_id,
-                                                         request.ttl_s, request.drives))
+                                                         request.ttl_s, request.drives, not carrying and not done))
         except BaseException as exc:
             for f, epoch in done:
                 self._held_again(f.claim, epoch)
