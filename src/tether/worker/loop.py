@@ -178,7 +178,7 @@ class Worker:
                 room = self.concurrency - len(self._tasks) + (riding.parked() if riding is not None else 0)
                 if room > 0 or self._finished:
                     claims = await self._unless_stopped(self._claim(store, room), stop, "its claim")
-                    if self._notified and room > 0:
+                    if claims or (self._notified and room > 0):  # a poll that wins counts too: never all behind
                         self._behind = not claims
                     self._notified = False
                     for claim in claims:
