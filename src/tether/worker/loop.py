@@ -54,11 +54,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-YIELD_S = 0.01
-"""How long a worker that lost the last race for announced work (its claim right after a notification found
-nothing: another worker took it) waits after the next notification before it claims, so the worker that won
-claims alone on a small host; the winner keeps claiming at once (see `Worker._idle`)."""
-
 STOP_S = 4.0
 """After `stop` (and `grace_s`), seconds the store gets for what is left: an answer to the round trip in flight,
 the hand-back of the runs still held and the reports of their claims. What has not answered by then is abandoned."""
@@ -143,10 +138,6 @@ class Worker:
         """The store did not answer within `STOP_S` of `stop`: shutdown abandoned what was left."""
         self._reporting: list[Finished] = []
         """The finished claims the claim round trip in flight reports (back in `_finished` if it is abandoned)."""
-        self._notified = False
-        """The claim about to be sent follows a notification of new work."""
-        self._behind = False
-        """This worker's last claim after a notification found nothing: it yields the next race (`YIELD_S`)."""
 
     def health(self, store: QueueStore) -> str:
         """The line a worker prints when it is ready: who, what it serves, and where."""
@@ -178,9 +169,6 @@ class Worker:
                 room = self.concurrency - len(self._tasks) + (riding.parked() if riding is not None else 0)
                 if room > 0 or self._finished:
                     claims = await self._unless_stopped(self._claim(store, room), stop, "its claim")
-                    if claims or (self._notified and room > 0):  # a poll that wins counts too: never all behind
-                        self._behind = not claims
-                    self._notified = False
                     for claim in claims:
                         self._start(claim)
                     if len(claims) == room:
@@ -296,11 +284,6 @@ class Worker:
         ]
         try:
             await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            # Every idle worker hears each notification; on a small host their claims at once slow the one that
-            # wins. A worker that lost the last race lets the others claim first (its claim finds what is left).
-            self._notified = waiters[0].done() and not waiters[0].cancelled() and waiters[0].result()
-            if self._notified and self._behind and not (self._freed.is_set() or stop.is_set()):
-                await asyncio.wait(waiters[1:], timeout=YIELD_S, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for w in waiters:
                 w.cancel()
