@@ -99,16 +99,18 @@ async def _commits(store_url: str, schema: str, wf: tether.Workflow[Any, Any]) -
     return commits
 
 
-async def test_an_empty_run_costs_a_worker_two_commits(store_url: str, pg_schema: str) -> None:
-    # per run: the claim that takes it with its lease (and reports the run before), then the settle entry
-    # with the settled meta; the last run's report rides one more claim
-    assert await _commits(store_url, pg_schema, empty) <= 2 * RUNS + 1
+async def test_an_empty_run_costs_a_worker_one_commit(store_url: str, pg_schema: str) -> None:
+    # per run: the claim that takes it with its lease and carries the run before's settle entry, settled meta,
+    # report and lease release (`ClaimRiding`); the last run's settle rides one more claim (before: two per run,
+    # the claim and the settle)
+    assert await _commits(store_url, pg_schema, empty) <= RUNS + 1
 
 
-async def test_a_one_turn_agent_costs_a_worker_four_commits(store_url: str, pg_schema: str) -> None:
-    # per run: the claim and lease; the agent's dispatch record with the running meta; its reply; the settle
-    # entry with the settled meta (before: seven, with the lease, the running meta and the settled meta apart)
-    assert await _commits(store_url, pg_schema, one_turn) <= 4 * RUNS + 1
+async def test_a_one_turn_agent_costs_a_worker_three_commits(store_url: str, pg_schema: str) -> None:
+    # per run: the claim and lease (carrying the run before's settle); the agent's dispatch record with the running
+    # meta; its reply, durable before the body sees it; the settle rides the next claim (before: four, with the
+    # settle on its own; seven before the claim took the lease and the meta rode the journal writes)
+    assert await _commits(store_url, pg_schema, one_turn) <= 3 * RUNS + 1
 
 
 async def _claimed(store_url: str, ttl_s: float, run_id: str = "r") -> tuple[tether.Engine, Any, Any]:

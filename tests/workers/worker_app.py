@@ -153,3 +153,40 @@ def _log_refusals(store: PostgresStore, path: str) -> None:
 # `WORKER_REFUSALS`: a file that receives one line per fenced write the database refused (see above).
 if os.environ.get("WORKER_REFUSALS") and isinstance(_NAMED_STORE.get("store"), PostgresStore):
     _log_refusals(_NAMED_STORE["store"], os.environ["WORKER_REFUSALS"])
+
+
+def _die_carrying(store: PostgresStore, when: str) -> None:
+    """Die of SIGKILL between a run's finish and the commit of the claim that carries its settle (`ClaimRiding`):
+    `parked`, as the settle parks (before the claim is sent); `claim`, once the claim carrying it ran in the
+    database but before its transaction commits (it is rolled back when the connection drops). Logs
+    `crash carrying <run ids>` first."""
+    import psycopg
+
+    ride = store.ride_claims
+
+    def riding(wake: Any) -> None:
+        def dying() -> None:
+            log("crash", f"carrying {' '.join(store._parked)}")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        ride(dying if wake is not None and when == "parked" else wake)
+
+    fetch = store._fetch
+
+    async def fetching(name: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        if when != "claim" or name != "claim_counted" or not params[0]:
+            return await fetch(name, params)
+        async with await psycopg.AsyncConnection.connect(store.conninfo) as conn:  # a transaction, never committed
+            await (await conn.execute(store._sql[name], params)).fetchall()
+            log("crash", f"carrying {' '.join(params[0])}")
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
+
+    store.ride_claims = riding  # type: ignore[method-assign]
+    store._fetch = fetching  # type: ignore[method-assign]
+
+
+# `WORKER_DIE_CARRYING`: `parked` or `claim`, where this worker dies with a finished run's settle not yet
+# committed (see above): the crash-window tests of a settle that rides the claim.
+if os.environ.get("WORKER_DIE_CARRYING") and isinstance(_NAMED_STORE.get("store"), PostgresStore):
+    _die_carrying(_NAMED_STORE["store"], os.environ["WORKER_DIE_CARRYING"])

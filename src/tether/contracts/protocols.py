@@ -60,6 +60,30 @@ class MetaRiding(Protocol):
 
 
 @runtime_checkable
+class ClaimRiding(Protocol):
+    """A queue store that can carry a segment's last journal write (its settle entry, with the settled meta it
+    carries as `MetaRiding`) in the transaction of its worker's next claim, fenced by the segment's lease: one
+    commit fewer per run. That claim also reports the run's claim (done, or suspended) and releases its lease.
+
+    Only while a worker rides the claims (`ride_claims(wake)`) and only for runs that worker claimed here:
+    `append_last_rows` then parks the rows, calls `wake` (the worker claims as soon as it can, even with no
+    room to take a run), and returns once the claim that carried them committed, raising what a write of
+    them would (a lost lease, a moved head: nothing written) or why the claim failed. Anything else is
+    written as `append_rows` writes it. `ride_claims(None)` (a worker stopping) writes what waits now, each
+    on its own. Until it returns, nobody sees the settle: not the run's handle, not another process."""
+
+    async def append_last_rows(
+        self, run_id: str, rows: list[tuple[int, str]], lease: Lease | None = None
+    ) -> list[int]: ...
+
+    def ride_claims(self, wake: Callable[[], None] | None) -> None: ...
+
+    def parked(self) -> int:
+        """How many finished runs' last writes wait for the next claim (each frees a worker's slot)."""
+        ...
+
+
+@runtime_checkable
 class ImmediateRowWriting(Protocol):
     """A row-writing store whose write never suspends (SQLite, JSONL, memory): the engine calls
     `append_rows_now` in place of `append_rows` and commits without a task.

@@ -23,7 +23,7 @@ from tether.contracts.errors import (
     StoreUnavailableError,
     TetherError,
 )
-from tether.contracts.protocols import ImmediateRowWriting, JournalStore, MetaRiding, RowWriting
+from tether.contracts.protocols import ClaimRiding, ImmediateRowWriting, JournalStore, MetaRiding, RowWriting
 from tether.contracts.signal import Signal
 from tether.journal.chain import link_after
 from tether.journal.matching import JournalIndex
@@ -51,6 +51,8 @@ class _Batch:
     rows: list[tuple[int, str]] = field(default_factory=list)
     awaited: list[bool] = field(default_factory=list)
     """Per entry: appended by a caller waiting for it (True) or staged to ride along (False)."""
+    last: bool = False
+    """The segment's last write (its settle): a `ClaimRiding` store may carry it in its worker's next claim."""
     done: asyncio.Future[None] | None = None
     """The commit's future: set once the batch is durable (or failed). Callers await it through
     `asyncio.shield`, so cancelling one caller never cancels the write or its siblings' wait."""
@@ -82,6 +84,7 @@ class JournalWriter:
     _committer: asyncio.Future[None] | None = None
     _write_now: RowWriter | None = field(init=False)
     _rows_writer: AsyncRowWriter | None = field(init=False)
+    _last_writer: AsyncRowWriter | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.head = self.durable_head = max(self.index.by_seq, default=0)
@@ -89,6 +92,8 @@ class JournalWriter:
         self._write_now = writes_without_waiting(self.store)
         rows = issubclass(type(self.store), RowWriting)
         self._rows_writer = cast(RowWriting, self.store).append_rows if rows else None
+        last = rows and issubclass(type(self.store), ClaimRiding)
+        self._last_writer = cast(ClaimRiding, self.store).append_last_rows if last else None
 
     # -- fencing ---------------------------------------------------------------------------------
     def lose(self, error: TetherError) -> None:
@@ -193,10 +198,12 @@ class JournalWriter:
             raise AppendCancelled(stored) from None
         return stored
 
-    async def flush(self) -> None:
-        """Make every staged entry durable (a no-op when nothing is staged)."""
+    async def flush(self, *, last: bool = False) -> None:
+        """Make every staged entry durable (a no-op when nothing is staged). `last`: the segment writes nothing
+        after this (its settle), so a `ClaimRiding` store may carry it in its worker's next claim."""
         if self._open is None or self.dry_run:
             return
+        self._open.last = last
         if self._commit_now():
             return
         if await self._durable(self._commit()):
@@ -286,7 +293,9 @@ class JournalWriter:
     async def _write_rows(self, batch: _Batch) -> None:
         # A `RowWriting` store takes the text encoded at staging; any other store (or a wrapper that
         # intercepts `append`) gets the protocol's own calls.
-        if self._rows_writer is not None:
+        if batch.last and self._last_writer is not None:
+            seqs = await self._store_call(self._last_writer(self.run_id, batch.rows, self.lease))
+        elif self._rows_writer is not None:
             seqs = await self._store_call(self._rows_writer(self.run_id, batch.rows, self.lease))
         else:
             seqs = []

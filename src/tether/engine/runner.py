@@ -450,8 +450,8 @@ async def _settle(seg: Segment, status: RunStatus, value: Any, error: Any, meta:
                 "status": status, "updated_at": seg.services.clock(), SETTLED_COST: settled_cost(cost)})
             if settling and seg.journal.carry_meta(settled):  # one commit with the settle entry
                 settled = None
-        if settling:
-            await seg.journal.flush()
+        if settling:  # the segment's last write: a worker's next claim may carry it (`ClaimRiding`)
+            await seg.journal.flush(last=settled is None)
         if settled is not None:  # after the settle entry is durable
             await seg.journal.put_meta(settled)
     cost = cost or fold_cost(money_entries(seg.index.spend_entries, seg.index.decision_entries))  # all it reads

@@ -288,6 +288,17 @@ class PostgresStore(PostgresQueue):
             return int(answer[5:])
         return None
 
+    def _meta_to_carry(self, run_id: str, lease: Lease) -> RunMeta | None:
+        riding = self._riding.get(run_id)
+        if riding is None or riding[1].epoch != lease.epoch:
+            return None
+        del self._riding[run_id]
+        return riding[0]
+
+    def _wrote(self, run_id: str, rows: list[tuple[int, str]]) -> None:
+        self._prefetched.forget(run_id)
+        self._appends.saw_head(run_id, rows[-1][0])
+
     def defer_meta(self, meta: RunMeta, lease: Lease) -> None:
         """`MetaRiding`: the run's next append under `lease` writes `meta` in its transaction (one commit fewer);
         a later `put_meta` supersedes it, and `release` writes it on its own if no append came."""

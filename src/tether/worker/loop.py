@@ -22,7 +22,7 @@ import os
 import socket
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tether.contracts.errors import (
     ConfigError,
@@ -32,7 +32,7 @@ from tether.contracts.errors import (
     TetherError,
 )
 from tether.contracts.money import usd
-from tether.contracts.protocols import QueueStore, Wakeups
+from tether.contracts.protocols import ClaimRiding, QueueStore, Wakeups
 from tether.contracts.queue import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -156,13 +156,17 @@ class Worker:
         stop = stop or asyncio.Event()
         store = queue_store(await self.engine.store(), "tether worker")
         wakeups = await store.subscribe([queue_topic(q) for q in self.queues])
+        riding = cast(ClaimRiding, store) if issubclass(type(store), ClaimRiding) else None
         self._log(self.health(store))
         try:
+            if riding is not None:  # a finished run's settle rides the next claim, which it prompts at once
+                riding.ride_claims(self._freed.set)
             while not stop.is_set():
                 wakeups.clear()
                 self._freed.clear()
                 await self._unless_stopped(self._fire_schedules(store), stop, "its schedules look-up")
-                room = self.concurrency - len(self._tasks)
+                # a run whose last write waits for this claim has done its work: its slot is free
+                room = self.concurrency - len(self._tasks) + (riding.parked() if riding is not None else 0)
                 if room > 0 or self._finished:
                     claims = await self._unless_stopped(self._claim(store, room), stop, "its claim")
                     for claim in claims:
@@ -173,6 +177,8 @@ class Worker:
         except _Abandoned:
             pass
         finally:
+            if riding is not None:  # no more claims: what waits for one is written on its own
+                riding.ride_claims(None)
             wakeups.close()
             await self._shutdown(store)
         return self.stats
