@@ -251,35 +251,9 @@ async def test_a_schema_of_the_previous_layout_is_upgraded_in_place(pg_dsn: str,
     await new.close()
 
 
-async def test_a_version_6_schema_gets_the_one_statement_append(pg_dsn: str, pg_schema: str) -> None:
-    import psycopg
-
-    from tether.stores.postgres_sql import SCHEMA_VERSION
-
-    old = PostgresStore(pg_dsn, schema=pg_schema)
-    await old.append("r", entry("before"))
-    await old.close()
-    signature = ("append(p_run text, p_head bigint, p_seq bigint, p_text text, p_seqs bigint[], p_texts text[],"
-                 " p_epoch bigint, p_owner text, p_meta_created float8, p_meta_status text, p_meta_json text)")
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 6, with an append this version replaces
-        conn.execute(f'UPDATE "{pg_schema}".version SET v = 6')
-        conn.execute(f'CREATE OR REPLACE FUNCTION "{pg_schema}".{signature} RETURNS text LANGUAGE sql'
-                     " AS $$ SELECT 'ok' $$")
-    new = PostgresStore(pg_dsn, schema=pg_schema)
-    lease = await new.acquire("r", owner("me"), 30)
-    assert await new.append_many("r", [entry("after")], lease) == [2]
-    assert [e.key for e in await new.load("r")] == ["before", "after"]
-    with pytest.raises(LeaseHeldError):  # the upgraded append still fences: a stale epoch writes nothing
-        await new.append("r", entry("stale"), lease.model_copy(update={"epoch": lease.epoch - 1}))
-    await new.release(lease)
-    assert [e.key for e in await new.load("r")] == ["before", "after"]
-    await new.close()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        assert conn.execute(f'SELECT v FROM "{pg_schema}".version').fetchone() == (SCHEMA_VERSION,) == (7,)
-
-
-async def test_a_one_entry_append_refused_by_its_insert_is_told_why(pg_dsn: str, pg_schema: str) -> None:
-    """The hot path's insert checks lease and head in one statement; a refusal still names the head or the lease."""
+async def test_a_refused_one_entry_append_is_told_why(pg_dsn: str, pg_schema: str) -> None:
+    """A one-entry append (six parameters, its one-text answer read straight off the result) still names the head
+    or the lease that refused it."""
     from tether.contracts.errors import JournalOrderViolation
 
     one = PostgresStore(pg_dsn, schema=pg_schema)

@@ -15,9 +15,8 @@ from tether.stores.postgres_budgets import BUDGET_FUNCTIONS, BUDGET_TABLES
 from tether.stores.postgres_schedules import SCHEDULE_TABLES
 from tether.stores.postgres_sessions import SESSION_TABLES
 
-SCHEMA_VERSION = 7
-"""5: sessions, turns and notes (`postgres_sessions.SESSION_TABLES`); 6: an append carries the run's meta; 7: a
-one-entry append checks its lease and head inside its insert (`append`)."""
+SCHEMA_VERSION = 6
+"""5: sessions, turns and notes (`postgres_sessions.SESSION_TABLES`); 6: an append carries the run's meta."""
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS {s}.entries (
@@ -91,18 +90,7 @@ CREATE OR REPLACE FUNCTION {{s}}.append(p_run text, p_head bigint, p_seq bigint,
 RETURNS text
 LANGUAGE plpgsql AS $fn${_TEXT_DECLARE}
 BEGIN
-  PERFORM pg_advisory_xact_lock(hashtext(p_run));
-  IF p_seq IS NOT NULL AND p_meta_json IS NULL THEN
-    -- one entry (the hot path): the insert checks the lease and the head itself, one statement after the lock
-    -- (so it sees a takeover committed before the lock) where they were three; a refusal is explained below
-    INSERT INTO {{s}}.entries (run_id, seq, json) SELECT p_run, p_seq, p_text
-     WHERE (p_epoch IS NULL OR EXISTS (SELECT FROM {{s}}.leases l WHERE l.run_id = p_run AND l.epoch = p_epoch
-                                       AND l.owner = p_owner AND l.expires_at >= o_now))
-       AND (SELECT COALESCE(MAX(e.seq), 0) FROM {{s}}.entries e WHERE e.run_id = p_run) = p_head;
-    IF FOUND THEN
-      RETURN 'ok';
-    END IF;
-  END IF;{_TEXT_FENCE}
+  PERFORM pg_advisory_xact_lock(hashtext(p_run));{_TEXT_FENCE}
   IF p_head IS NOT NULL THEN
     SELECT COALESCE(MAX(e.seq), 0) INTO o_head FROM {{s}}.entries e WHERE e.run_id = p_run;
     IF o_head <> p_head THEN
