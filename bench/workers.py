@@ -1,6 +1,7 @@
 """Distributed workers on PostgreSQL: runs/s of 1, 2, 4 and 8 `tether worker` processes, beside DBOS queues; appends/s.
 
-Run: `python bench/workers.py [--figures runs queues appends] [--per-worker N] [--concurrency C ...] [--appends N]`.
+Run: `python bench/workers.py [--figures runs queues appends] [--per-worker N] [--concurrency C ...] [--appends N]
+[--no-flush]`.
 Needs the PostgreSQL server at `TETHER_BENCH_PG` (default `postgresql://postgres@127.0.0.1:5432/test`);
 every measurement uses a throwaway schema (the DBOS comparison, a throwaway database). Tables are
 printed in Markdown, after the machine they ran on (`--out FILE` also writes them).
@@ -158,9 +159,11 @@ APPEND_WRITERS = {
 }
 
 
-async def _appends(entries: int, rounds: int = 20) -> dict[str, tuple[float, float, float]]:
+async def _appends(entries: int, rounds: int = 20, *, flush: bool = True) -> dict[str, tuple[float, float, float]]:
     """Writer -> (appends/s, the median of its per-round ratios to the one-round-trip floor, the same to the
-    insert-then-commit baseline), the five writers alternating every round."""
+    insert-then-commit baseline), the five writers alternating every round. `flush=False`: every writer's
+    session runs with `synchronous_commit=off`, so no commit waits for the WAL flush and the figures show
+    the CPU each append costs (the regime a fast disk approaches)."""
     import psycopg
 
     from tether.contracts.entries import JournalEntry
@@ -176,8 +179,9 @@ async def _appends(entries: int, rounds: int = 20) -> dict[str, tuple[float, flo
             usage=Usage(input_tokens=1200, output_tokens=340), started_at=1.7e9 + i, seq=i + 1,
         )
 
+    dsn = PG_DSN if flush else f"{PG_DSN}{'&' if '?' in PG_DSN else '?'}options=-c%20synchronous_commit%3Doff"
     schema = f"bench_{uuid.uuid4().hex[:12]}"
-    store = PostgresStore(PG_DSN, schema=schema, max_size=1)
+    store = PostgresStore(dsn, schema=schema, max_size=1)
     lease = await store.acquire("tether", current_owner(), 600)
     await store.load("tether")
     rows_lease = await store.acquire("rows", current_owner(), 600)
@@ -186,8 +190,8 @@ async def _appends(entries: int, rounds: int = 20) -> dict[str, tuple[float, flo
     free = [entry(i) for i in range(entries * rounds)]  # (an append numbers and seals its entry in place)
     rows = number_entries("raw", 0, ready)  # and so is encoding them (a segment encodes as it stages)
     times: dict[str, list[float]] = {name: [] for name in APPEND_WRITERS}
-    async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as conn, \
-            await psycopg.AsyncConnection.connect(PG_DSN) as two_trips:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn, \
+            await psycopg.AsyncConnection.connect(dsn) as two_trips:
         for table in ("raw", "raw_commit"):
             await conn.execute(
                 f'CREATE TABLE "{schema}".{table} (run_id text, seq bigint, json text, PRIMARY KEY (run_id, seq))'
@@ -249,10 +253,11 @@ def _runs_table(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _appends_table(entries: int) -> list[str]:
-    figures = asyncio.run(_appends(entries))
+def _appends_table(entries: int, flush: bool = True) -> list[str]:
+    figures = asyncio.run(_appends(entries, flush=flush))
     out = [f"appends/s, one entry per commit, same rows, {entries} at a time, the five writers alternating 20 "
-           "rounds (ratios: median of the rounds)", "",
+           f"rounds (ratios: median of the rounds){'' if flush else ', synchronous_commit=off (no flush waited for)'}",
+           "",
            "| writer | appends/s | vs the floor | vs INSERT + COMMIT |", "|---|---:|---:|---:|"]
     for key, label in APPEND_WRITERS.items():
         rate, floor, two_trips = figures[key]
@@ -270,6 +275,8 @@ def main() -> None:
     parser.add_argument("--per-worker", type=int, default=40, help="runs queued per worker process")
     parser.add_argument("--concurrency", type=int, nargs="*", default=[2, 4], help="runs each worker drives at once")
     parser.add_argument("--appends", type=int, default=150, help="appends per round (20 rounds)")
+    parser.add_argument("--no-flush", action="store_true",
+                        help="appends: synchronous_commit=off for every writer (the CPU per append, no flush wait)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4, 8])
     parser.add_argument("--repeat", type=int, default=3, help="measurements per point (the median is shown)")
     parser.add_argument("--queue-per-worker", type=int, default=50, help="beside DBOS: runs queued per worker")
@@ -294,7 +301,7 @@ def main() -> None:
         out += queue_peers.compare(workflows, args.workers, args.queue_per_worker, args.queue_concurrency,
                                    args.dbos_poll, args.settle, args.latency_samples, args.latency_workers)
     if "appends" in args.figures:
-        lines = _appends_table(args.appends)
+        lines = _appends_table(args.appends, flush=not args.no_flush)
         print("\n".join(lines), flush=True)
         out += lines
     if args.out:

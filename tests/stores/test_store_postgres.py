@@ -249,3 +249,28 @@ async def test_a_schema_of_the_previous_layout_is_upgraded_in_place(pg_dsn: str,
     await new.release(lease)
     assert [e.key for e in await new.load("r")] == ["before", "after"]
     await new.close()
+
+
+async def test_a_refused_one_entry_append_is_told_why(pg_dsn: str, pg_schema: str) -> None:
+    """A one-entry append (six parameters, its one-text answer read straight off the result) still names the head
+    or the lease that refused it."""
+    from tether.contracts.errors import JournalOrderViolation
+
+    one = PostgresStore(pg_dsn, schema=pg_schema)
+    two = PostgresStore(pg_dsn, schema=pg_schema)
+    await one.append("r", entry("a"))
+    await two.append("r", entry("b"))  # `one` still believes the head is 1
+    assert await one.append_many("r", [entry("c")]) == [3]  # renumbered after 'head:2'
+    with pytest.raises(JournalOrderViolation):  # an explicit seq that does not follow the head
+        await one.append("r", entry("d").model_copy(update={"seq": 5}))
+    dead = await one.acquire("r", owner("gone", pid=NO_SUCH_PID), 30)  # a holder whose process is gone
+    with pytest.raises(LeaseHeldError):  # not its owner
+        await one.append("r", entry("e"), dead.model_copy(update={"owner": owner("someone-else")}))
+    lease = await two.acquire("r", owner("me"), 30)  # taken over: the dead holder's lease is stale
+    with pytest.raises(LeaseHeldError):
+        await one.append("r", entry("stale"), dead)
+    await two.append("r", entry("f"), lease)
+    assert [e.key for e in await one.load("r")] == ["a", "b", "c", "f"]
+    await two.release(lease)
+    await one.close()
+    await two.close()

@@ -185,11 +185,32 @@ class PostgresStore(PostgresQueue):
         """Run one named statement on a pooled connection: one round trip."""
         pool = self._pool or await self._ready()
         try:
-            async with pool.connection() as conn:
+            conn = await pool.getconn()
+            try:
                 cur = await conn.execute(self._sql[name], params)
-                return await cur.fetchall() if cur.description is not None else []
+                return await cur.fetchall() if cur.pgresult is not None and cur.pgresult.ntuples else []
+            finally:
+                await pool.putconn(conn)
         except self._unavailable as exc:
             raise self._unreachable(exc) from None
+
+    async def _answer(self, name: str, params: tuple[Any, ...]) -> str:
+        """Run one named statement whose answer is one text value (the hot writes): one round trip, and nothing
+        decoded but that value."""
+        pool = self._pool or await self._ready()
+        try:
+            conn = await pool.getconn()
+            try:
+                cur = await conn.execute(self._sql[name], params)
+            finally:
+                await pool.putconn(conn)
+        except self._unavailable as exc:
+            raise self._unreachable(exc) from None
+        result = cur.pgresult
+        assert result is not None
+        value = result.get_value(0, 0)
+        assert value is not None
+        return bytes(value).decode()
 
     async def _fetch_within(self, name: str, params: tuple[Any, ...], timeout_s: float) -> list[tuple[Any, ...]]:
         """`_fetch`, but give up waiting after `timeout_s` (the statement is left to finish or fail on its own)."""
@@ -276,9 +297,12 @@ class PostgresStore(PostgresQueue):
         riding = self._riding.pop(run_id, None) if rows and lease is not None else None
         if riding is not None and riding[1].epoch != lease.epoch:  # type: ignore[union-attr]
             self._riding[run_id], riding = riding, None  # another segment's: not this write's to carry
-        meta = (None, None, None) if riding is None else (riding[0].created_at, riding[0].status,
-                                                          riding[0].model_dump_json())
-        ((answer,),) = await self._fetch("append", (run_id, head, *payload, *self._fence_args(lease), *meta))
+        if riding is None and payload[0] is not None:  # the hot path: one entry, no meta riding
+            answer = await self._answer("append_one", (run_id, head, payload[0], payload[1], *self._fence_args(lease)))
+        else:
+            meta = (None, None, None) if riding is None else (riding[0].created_at, riding[0].status,
+                                                              riding[0].model_dump_json())
+            answer = await self._answer("append", (run_id, head, *payload, *self._fence_args(lease), *meta))
         if answer.startswith("fence:"):
             assert lease is not None
             self._reject(run_id, lease, answer)

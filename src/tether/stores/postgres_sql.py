@@ -406,6 +406,9 @@ def statements(schema: str) -> dict[str, str]:
         "version": f"SELECT v FROM {s}.version",
         "append": f"SELECT {s}.append(%s::text, %s::bigint, %s::bigint, %s::text, %b::bigint[], %b::text[],"
         f" {lease_args}, %s::float8, %s::text, %s::text)",
+        # one entry and no meta (the hot path): the NULLs are written in, so only six parameters are sent
+        "append_one": f"SELECT {s}.append(%s::text, %s::bigint, %s::bigint, %s::text, NULL, NULL, {lease_args},"
+        f" NULL, NULL, NULL)",
         "load": f"SELECT seq, json FROM {s}.entries WHERE run_id = %s ORDER BY seq",
         "meta_put": f"SELECT * FROM {s}.put_meta(%s::text, %s::float8, %s::text, %s::text, {lease_args})",
         "meta_get": f"SELECT json FROM {s}.meta WHERE run_id = %s",
