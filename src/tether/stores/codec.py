@@ -172,39 +172,41 @@ def _verified_entries(raws: Sequence[bytes | str]) -> tuple[list[JournalEntry], 
     payload is the one its digest commits, and each validates with no member this version does not know; else
     None.
 
-    `_verified_body` for a whole journal, inlined, with each entry decoded right after its bytes were checked (one
-    Python loop: this runs for every entry of every load). An entry is decoded on its own (`ENTRY`, in C) while
-    its bytes are still in the cache, rather than the whole journal joined into one more copy and decoded at once.
+    `_verified_body` for a whole journal, inlined (one Python loop: this runs for every entry of every load), then
+    each entry decoded on its own by `ENTRY` in one C loop (`map`), rather than the whole journal joined into one
+    more copy and decoded at once: the entries are still built one after another (what the folds of a resume walk
+    next), and no journal-sized buffer is made.
     """
     sha256, member, suffix_len, member_len = hashlib.sha256, _MEMBER, _SUFFIX_LEN, _MEMBER_LEN
     digits, sealed_at, redacted_at = CHECKSUM_DIGITS, DIGEST_MEMBER, b',"redacted":'
     digest_at = len(DIGEST_MEMBER)
     digest_end = digest_at + 64
     decode = ENTRY.decode
-    entries: list[JournalEntry] = []
+    bodies: list[bytes] = []
     links: list[str] = []
-    append, link = entries.append, links.append
+    append, link = bodies.append, links.append
+    for raw in raws:
+        if type(raw) is not bytes:
+            raw = raw.encode() if isinstance(raw, str) else bytes(raw)
+        at = len(raw) - suffix_len
+        if at <= 0 or raw[at : at + member_len] != member or raw[-2:] != b'"}':
+            return None
+        body = raw[:at] + b"}"
+        sealed = body.find(sealed_at)
+        if sealed < 0:
+            full = sha256(body).hexdigest()
+        else:  # a sealed entry: the chain hashes its form without the payload, and the payload its digest
+            end = sealed + digest_end  # the digest's closing quote
+            if body[end + 1:end + 13] != redacted_at and sha256(b"{" + body[end + 2:]).hexdigest().encode() != body[
+                    sealed + digest_at:end]:
+                return None
+            full = sha256(body[:end + 1] + b"}").hexdigest()
+        if full[:digits].encode() != raw[at + member_len : -2]:
+            return None
+        append(body)
+        link(full)
     try:
-        for raw in raws:
-            if type(raw) is not bytes:
-                raw = raw.encode() if isinstance(raw, str) else bytes(raw)
-            at = len(raw) - suffix_len
-            if at <= 0 or raw[at : at + member_len] != member or raw[-2:] != b'"}':
-                return None
-            body = raw[:at] + b"}"
-            sealed = body.find(sealed_at)
-            if sealed < 0:
-                full = sha256(body).hexdigest()
-            else:  # a sealed entry: the chain hashes its form without the payload, and the payload its digest
-                end = sealed + digest_end  # the digest's closing quote
-                if body[end + 1:end + 13] != redacted_at and sha256(b"{" + body[end + 2:]).hexdigest().encode() != body[
-                        sealed + digest_at:end]:
-                    return None
-                full = sha256(body[:end + 1] + b"}").hexdigest()
-            if full[:digits].encode() != raw[at + member_len : -2]:
-                return None
-            append(decode(body))
-            link(full)
+        entries = list(map(decode, bodies))
     except (msgspec.DecodeError, RecursionError):  # (a value nested past the parser's limit: entry by entry)
         return None
     # A stored member that bears `unknown`'s decoder name is an unknown member: the per-entry path keeps it so.
