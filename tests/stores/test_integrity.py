@@ -178,3 +178,18 @@ async def test_a_lost_postgres_connection_is_a_typed_error_without_the_password(
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
         admin.execute(f'DROP SCHEMA IF EXISTS "{pg_schema}" CASCADE')
         admin.execute("DROP ROLE IF EXISTS tether_pw")
+
+
+async def test_a_sqlite_row_renumbered_behind_the_store_is_refused(tmp_path: Path) -> None:
+    # The load reads the entries' texts alone (they carry their seqs) and the rows' first and last seq: a row whose
+    # number is not its entry's is refused, naming it, though every entry's bytes still hold.
+    path = tmp_path / "t.db"
+    store = SqliteStore(path)
+    await journal_a_priced_agent(store)
+    whole = len(await store.load("r"))
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE entries SET seq = ? WHERE run_id = 'r' AND seq = 3", (whole + 5,))
+    with pytest.raises(tether.JournalCorruptError) as err:
+        await store.load("r")
+    assert str(path) in str(err.value) and whole > 3
+    await store.close()

@@ -27,7 +27,6 @@ from tether.contracts.entries import (
     RunMeta,
     entry_from_dict,
     entry_parts,
-    member_types,
     sealed_parts,
 )
 from tether.contracts.errors import JournalCorruptError, JournalOrderViolation, NonSerializableValueError
@@ -149,11 +148,6 @@ def _split_checksum(raw: bytes) -> tuple[bytes, bytes | None]:
     return raw, None
 
 
-_ENTRIES = msgspec.json.Decoder(list[JournalEntry], dec_hook=member_types)
-"""A whole journal in one C-level parse into entries, by `ENTRY`'s rules (one with members this version does
-not know, or a number msgspec's parser does not read, fails it: the per-entry path keeps or refuses those)."""
-
-
 def _verified_body(raw: bytes) -> bytes | None:
     """The entry's bytes without its checksum member, if it has one and it matches; else None."""
     n = len(raw)
@@ -173,17 +167,21 @@ def payload_error(body: bytes) -> str | None:
             "was written)")
 
 
-def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str]] | None:
-    """Every entry's bytes without its checksum member and its link (`chain.digest`), if each has a
-    checksum and it matches; else None.
+def _verified_entries(raws: Sequence[bytes | str]) -> tuple[list[JournalEntry], list[str]] | None:
+    """Every entry decoded and its link (`chain.digest`), if each has a checksum and it matches, a sealed one's
+    payload is the one its digest commits, and each validates with no member this version does not know; else
+    None.
 
-    `_verified_body` for a whole journal, inlined (one Python loop: this runs for every entry of
-    every load).
+    `_verified_body` for a whole journal, inlined (one Python loop: this runs for every entry of every load), then
+    each entry decoded on its own by `ENTRY` in one C loop (`map`), rather than the whole journal joined into one
+    more copy and decoded at once: the entries are still built one after another (what the folds of a resume walk
+    next), and no journal-sized buffer is made.
     """
     sha256, member, suffix_len, member_len = hashlib.sha256, _MEMBER, _SUFFIX_LEN, _MEMBER_LEN
     digits, sealed_at, redacted_at = CHECKSUM_DIGITS, DIGEST_MEMBER, b',"redacted":'
     digest_at = len(DIGEST_MEMBER)
     digest_end = digest_at + 64
+    decode = ENTRY.decode
     bodies: list[bytes] = []
     links: list[str] = []
     append, link = bodies.append, links.append
@@ -207,20 +205,25 @@ def _verified_bodies(raws: Sequence[bytes | str]) -> tuple[list[bytes], list[str
             return None
         append(body)
         link(full)
-    return bodies, links
+    try:
+        entries = list(map(decode, bodies))
+    except (msgspec.DecodeError, RecursionError):  # (a value nested past the parser's limit: entry by entry)
+        return None
+    # A stored member that bears `unknown`'s decoder name is an unknown member: the per-entry path keeps it so.
+    return None if any(map(_UNKNOWN, entries)) else (entries, links)
 
 
 def decode_batch(raws: Sequence[bytes | str], first_seq: int = 1) -> list[JournalEntry] | None:
     """Entries `first_seq`, `first_seq + 1`, ... decoded in one pass, when every one of them carries a
     matching checksum, validates, sits at its seq and holds its link of the chain; None otherwise (then
     decode entry by entry with `EntryDecoder`, which names what is wrong and where)."""
-    verified = _verified_bodies(raws)
-    entries = None if verified is None else _decode(verified[0])
-    if entries is None or verified is None:
+    verified = _verified_entries(raws)
+    if verified is None:
         return None
+    entries, links = verified
     if list(map(_SEQ, entries)) != list(range(first_seq, first_seq + len(entries))):
         return None
-    return entries if _chain_holds(entries, verified[1], first_seq == 1) else None
+    return entries if _chain_holds(entries, links, first_seq == 1) else None
 
 
 def _chain_holds(entries: list[JournalEntry], links: list[str], from_genesis: bool) -> bool:
@@ -238,16 +241,6 @@ def _chain_holds(entries: list[JournalEntry], links: list[str], from_genesis: bo
 _SEQ = operator.attrgetter("seq")
 _PREV = operator.attrgetter("prev")
 _UNKNOWN = operator.attrgetter("unknown")
-
-
-def _decode(bodies: list[bytes]) -> list[JournalEntry] | None:
-    # One msgspec call parses and type-checks every entry of the journal and builds it, in C.
-    try:
-        entries = _ENTRIES.decode(b"[" + b",".join(bodies) + b"]")
-    except (msgspec.DecodeError, RecursionError):  # (a value nested past the parser's limit: entry by entry)
-        return None
-    # A stored member that bears `unknown`'s decoder name is an unknown member: the per-entry path keeps it so.
-    return None if any(map(_UNKNOWN, entries)) else entries
 
 
 class EntryDecoder:
