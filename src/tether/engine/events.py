@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
 from tether.contracts.events import BaseEvent, Event, matches
+from tether.contracts.usage import Usage
 from tether.engine.frame import CURRENT_FRAME
 
 E = TypeVar("E", bound=BaseEvent)
@@ -29,7 +31,12 @@ class EventStream:
 
     def __init__(self, run_id: str, sinks: Sequence[EventSink] = ()) -> None:
         self.run_id = run_id
-        self._events: list[Event] = []
+        self._events: list[tuple[Any, ...]] = []
+        """Kept events as `(class index, *slot values)`: a tuple of atomic values is one the cycle collector
+        untracks, so what a long run keeps per completed agent adds (near) nothing to each full collection."""
+        self._classes: list[tuple[type[BaseEvent], tuple[str, ...]]] = []
+        self._class_index: dict[type[BaseEvent], int] = {}
+        self._usage_mark = object()  # untracked by the collector, unlike a class
         self._closed = False
         self._waiters: set[asyncio.Event] = set()
         self._callbacks: list[tuple[str | type[BaseEvent], Callable[[Any], Any]]] = []
@@ -37,7 +44,35 @@ class EventStream:
 
     @property
     def events(self) -> list[Event]:
-        return list(self._events)
+        return [self._rebuild(kept) for kept in self._events]
+
+    def _keep(self, event: BaseEvent) -> None:
+        cls = type(event)
+        index = self._class_index.get(cls)
+        if index is None:
+            index = self._class_index[cls] = len(self._classes)
+            self._classes.append((cls, tuple(f.name for f in dataclasses.fields(cls))))
+        names = self._classes[index][1]
+        self._events.append((index, *[self._flat(getattr(event, name)) for name in names]))
+
+    def _flat(self, value: Any) -> Any:
+        # Usage (on every model and agent end) is a pydantic model: a dict and a set besides itself. Kept as
+        # `(marker, fields set, *counts)` it is one more tuple of atomic values, which the collector untracks.
+        if type(value) is Usage:
+            return (self._usage_mark, tuple(sorted(value.model_fields_set)), *value.__dict__.values())
+        return value
+
+    def _unflat(self, value: Any) -> Any:
+        if type(value) is tuple and value and value[0] is self._usage_mark:
+            return Usage.model_construct(set(value[1]), **dict(zip(Usage.model_fields, value[2:], strict=True)))
+        return value
+
+    def _rebuild(self, kept: tuple[Any, ...]) -> Event:
+        cls, names = self._classes[kept[0]]
+        event = cls.__new__(cls)
+        for name, value in zip(names, kept[1:], strict=True):
+            object.__setattr__(event, name, self._unflat(value))
+        return cast(Event, event)
 
     def emit(self, event: E, /) -> E:
         """Take `event` over: fill its envelope (run, seq, time; the current span when none is set), keep it and
@@ -50,7 +85,7 @@ class EventStream:
         if event.span_id is None:
             frame = CURRENT_FRAME.get(None)
             event.span_id = frame.span_id if frame is not None else "run"
-        self._events.append(cast(Event, event))
+        self._keep(event)
         self._deliver(cast(Event, event))
         return event
 
@@ -93,7 +128,7 @@ class EventStream:
         try:
             while True:
                 while i < len(self._events):
-                    yield self._events[i]
+                    yield self._rebuild(self._events[i])
                     i += 1
                 if self._closed:
                     return
