@@ -101,6 +101,9 @@ class Replay:
             self.counts.misses += 1
             return Lookup(None, None)
         entry, terminal, abandoned = taken
+        if terminal is not None and terminal.status == "ok" and not abandoned and entry.status == "running":
+            self.counts.hits += 1  # what `disposition` says of a settled dispatch: replay (its common case, inline)
+            return terminal
         action = disposition(entry, terminal, abandoned=abandoned, money_reset_seq=self.money_reset_seq)
         if action == "replay" and terminal is not None:
             self.counts.hits += 1
