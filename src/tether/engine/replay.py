@@ -96,14 +96,14 @@ class Replay:
     def replayed(self, scope: str, key: str) -> JournalEntry | Lookup:
         """`lookup`, but a call that replays a terminal gets that terminal itself (no `Match`, no `Lookup`:
         this runs once per replayed host step); any other outcome is the `Lookup` `lookup` returns."""
-        taken = self.index.take(scope, key)
+        taken = self.index.take_settled(scope, key)
         if taken is None:
             self.counts.misses += 1
             return Lookup(None, None)
+        if not isinstance(taken, tuple):  # a settled call: `disposition` replays it
+            self.counts.hits += 1
+            return taken
         entry, terminal, abandoned = taken
-        if terminal is not None and terminal.status == "ok" and not abandoned and entry.status == "running":
-            self.counts.hits += 1  # what `disposition` says of a settled dispatch: replay (its common case, inline)
-            return terminal
         action = disposition(entry, terminal, abandoned=abandoned, money_reset_seq=self.money_reset_seq)
         if action == "replay" and terminal is not None:
             self.counts.hits += 1

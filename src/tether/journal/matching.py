@@ -24,6 +24,8 @@ _SEQ, _KIND, _AGENT_ID, _HASH_VERSION, _REF, _KEY = (
     attrgetter(n) for n in ("seq", "kind", "agent_id", "hash_version", "ref", "key")
 )
 _SCOPE = attrgetter("scope")
+Taken = tuple[JournalEntry, JournalEntry | None, bool]
+"""A taken match: the dispatch entry, its first terminal (None when it never settled), whether it is abandoned."""
 CONTINUES = "continues"
 """The member of an agent's `running` value naming the ceiling-stopped invocation it continues after a raise."""
 
@@ -239,8 +241,8 @@ class JournalIndex:
         taken = self.take(scope, key)
         return None if taken is None else Match(*taken)
 
-    def take(self, scope: str, key: str) -> tuple[JournalEntry, JournalEntry | None, bool] | None:
-        """`match`, as the (entry, terminal, abandoned) it would hold: for a caller that needs no `Match`."""
+    def _pop(self, scope: str, key: str) -> JournalEntry | None:
+        """Take the first unconsumed candidate of (scope, key) out of the candidates, if any."""
         in_scope = self._candidates.get(scope)
         if in_scope is None:
             return None
@@ -257,8 +259,27 @@ class JournalIndex:
             if not in_scope:
                 del self._candidates[scope]
         self.examined += 1
+        return e
+
+    def take(self, scope: str, key: str) -> Taken | None:
+        """`match`, as the (entry, terminal, abandoned) it would hold: for a caller that needs no `Match`."""
+        e = self._pop(scope, key)
+        if e is None:
+            return None
         terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
         return e, terminal, bool(self._abandon_roots) and self.is_abandoned(e)
+
+    def take_settled(self, scope: str, key: str) -> JournalEntry | Taken | None:
+        """`take`, but a match whose call settled (a running dispatch, its first terminal `ok`, not abandoned: what
+        `disposition` replays) comes back as that terminal alone: the one lookup of a replayed host step."""
+        e = self._pop(scope, key)
+        if e is None:
+            return None
+        terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
+        abandoned = bool(self._abandon_roots) and self.is_abandoned(e)
+        if terminal is not None and terminal.status == "ok" and not abandoned and e.status == "running":
+            return terminal
+        return e, terminal, abandoned
 
     def successor(self, seq: int | None) -> JournalEntry | None:
         """The loaded invocation that continues agent `seq` (it ran on after a raise), if any."""
