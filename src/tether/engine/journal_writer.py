@@ -87,8 +87,9 @@ class JournalWriter:
     _last_writer: AsyncRowWriter | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.head = self.durable_head = max(self.index.by_seq, default=0)
-        self._link = link_after([self.index.by_seq[self.head]] if self.head else [])
+        top = self.index.head
+        self.head = self.durable_head = (top.seq or 0) if top is not None else 0
+        self._link = link_after([top] if top is not None and self.head else [])
         self._write_now = writes_without_waiting(self.store)
         rows = issubclass(type(self.store), RowWriting)
         self._rows_writer = cast(RowWriting, self.store).append_rows if rows else None

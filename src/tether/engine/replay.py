@@ -96,10 +96,13 @@ class Replay:
     def replayed(self, scope: str, key: str) -> JournalEntry | Lookup:
         """`lookup`, but a call that replays a terminal gets that terminal itself (no `Match`, no `Lookup`:
         this runs once per replayed host step); any other outcome is the `Lookup` `lookup` returns."""
-        taken = self.index.take(scope, key)
+        taken = self.index.take_settled(scope, key)
         if taken is None:
             self.counts.misses += 1
             return Lookup(None, None)
+        if not isinstance(taken, tuple):  # a settled call: `disposition` replays it
+            self.counts.hits += 1
+            return taken
         entry, terminal, abandoned = taken
         action = disposition(entry, terminal, abandoned=abandoned, money_reset_seq=self.money_reset_seq)
         if action == "replay" and terminal is not None:

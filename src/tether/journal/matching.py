@@ -23,7 +23,9 @@ _DECISION_KINDS = frozenset({"decision", "tree"})
 _SEQ, _KIND, _AGENT_ID, _HASH_VERSION, _REF, _KEY = (
     attrgetter(n) for n in ("seq", "kind", "agent_id", "hash_version", "ref", "key")
 )
-_SCOPE_KEY = attrgetter("scope", "key")
+_SCOPE = attrgetter("scope")
+Taken = tuple[JournalEntry, JournalEntry | None, bool]
+"""A taken match: the dispatch entry, its first terminal (None when it never settled), whether it is abandoned."""
 CONTINUES = "continues"
 """The member of an agent's `running` value naming the ceiling-stopped invocation it continues after a raise."""
 
@@ -55,7 +57,6 @@ class JournalIndex:
 
     entries: list[JournalEntry]
     invalidated: frozenset[int] = frozenset()
-    by_seq: dict[int, JournalEntry] = field(default_factory=dict)
     terminal_of: dict[int, JournalEntry] = field(default_factory=dict)
     closer_of: dict[int, JournalEntry] = field(default_factory=dict)
     examined: int = 0
@@ -67,8 +68,11 @@ class JournalIndex:
     unsupported: JournalEntry | None = None
     """The first entry written with a `hash_version` this tether does not read, if any."""
     _suspensions: list[JournalEntry] = field(default_factory=list)
-    _candidates: dict[tuple[str, str], JournalEntry | list[JournalEntry]] = field(default_factory=dict)
-    """Per (scope, key), its one unconsumed candidate, or several in reverse journal order."""
+    _candidates: dict[str, dict[str, JournalEntry | list[JournalEntry]]] = field(default_factory=dict)
+    """Per scope, per key: its one unconsumed candidate, or several in reverse journal order (a scope none is
+    left in is dropped)."""
+    _by_seq: dict[int, JournalEntry] | None = None
+    _head: JournalEntry | None = None
     _max_ordinal: dict[tuple[str, str], int] | None = None
     """Per (scope, key), the highest ordinal journaled: folded from `entries` on first use."""
     _abandon_roots: list[tuple[int, str | None]] = field(default_factory=list)
@@ -78,32 +82,39 @@ class JournalIndex:
     def __post_init__(self) -> None:
         # This runs over every journal entry on every resume, so each fold is a C loop over a column
         # (seqs, kinds, refs, keys; the side lists; the hash-version check; the first terminal of each
-        # dispatch; the candidates, when every (scope, key) has one) and only the rare entries (closers,
-        # keys with several candidates) take a Python loop. Ordinals are folded on first use: a resume
-        # that only replays never asks for one.
+        # dispatch; the candidates, when they share one scope) and only the rare entries (closers, keys
+        # with several candidates, several scopes) take a Python loop. A fold whose kinds the journal does
+        # not hold is skipped, and what a resume that only replays never reads (`by_seq`, ordinals) is
+        # folded on first use.
         entries = self.entries
         seqs = list(map(_SEQ, entries))
         assert None not in seqs
-        self.by_seq.update(zip(seqs, entries, strict=True))
+        if seqs:
+            top = max(seqs)
+            self._head = entries[-1] if seqs[-1] == top else entries[seqs.index(top)]
         if not set(map(_HASH_VERSION, entries)) <= SUPPORTED_HASH_VERSIONS:
             self.unsupported = next(e for e in entries if e.hash_version not in SUPPORTED_HASH_VERSIONS)
         kinds = list(map(_KIND, entries))
-        agents = map(or_, map(eq, kinds, repeat("agent")), map(is_not, map(_AGENT_ID, entries), repeat(None)))
-        self.spend_entries.extend(compress(entries, agents))
-        self.decision_entries.extend(compress(entries, map(_DECISION_KINDS.__contains__, kinds)))
-        self._suspensions.extend(compress(entries, map(SUSPENSION_KINDS.__contains__, kinds)))
-        closing = list(map(REF_KINDS.__contains__, kinds))
-        has_ref = list(map(is_not, map(_REF, entries), repeat(None)))
+        present = set(kinds)
+        if "agent" in present or set(map(_AGENT_ID, entries)) != {None}:
+            agents = map(or_, map(eq, kinds, repeat("agent")), map(is_not, map(_AGENT_ID, entries), repeat(None)))
+            self.spend_entries.extend(compress(entries, agents))
+        if present & _DECISION_KINDS:
+            self.decision_entries.extend(compress(entries, map(_DECISION_KINDS.__contains__, kinds)))
+        if present & SUSPENSION_KINDS:
+            self._suspensions.extend(compress(entries, map(SUSPENSION_KINDS.__contains__, kinds)))
+        refs = list(map(_REF, entries))
+        has_ref = list(map(is_not, refs, repeat(None)))
         keyed = list(map(truth, map(_KEY, entries)))
-        if any(closing):
+        if present & REF_KINDS:
+            closing = list(map(REF_KINDS.__contains__, kinds))
             for e in compress(entries, closing):
                 self._add_closer(e)
             has_ref = list(map(gt, has_ref, closing))  # a terminal: has a ref and is not a closer
             keyed = list(map(gt, keyed, closing))
         # -- the first terminal of each dispatch (a terminal of an invalidated one is none) ----------
-        terminals = list(compress(entries, has_ref))
-        refs = list(map(_REF, terminals))
-        first = dict(zip(reversed(refs), reversed(terminals), strict=True))  # the last one set: the first
+        first = dict(zip(reversed(list(compress(refs, has_ref))), reversed(list(compress(entries, has_ref))),
+                         strict=True))  # the last one set: the first
         if self.invalidated:
             deque(map(first.pop, self.invalidated, repeat(None)), maxlen=0)
         if self.terminal_of:
@@ -113,27 +124,44 @@ class JournalIndex:
         candidate = map(gt, keyed, has_ref)  # keyed and not a terminal
         if self.invalidated:
             candidate = map(gt, candidate, map(self.invalidated.__contains__, seqs))
-        mask = list(candidate)
-        found = list(compress(entries, mask))
-        pairs = list(map(_SCOPE_KEY, found))
+        found = list(compress(entries, candidate))
         candidates = self._candidates
-        if not candidates:
-            candidates.update(zip(pairs, found, strict=True))
-            if len(candidates) == len(found):
-                return  # one candidate per (scope, key): the journal of most runs
-            candidates.clear()
+        if not candidates and found:
+            scopes = set(map(_SCOPE, found))
+            if len(scopes) == 1:
+                keys = list(map(_KEY, found))
+                one = dict(zip(keys, found, strict=True))
+                if len(one) == len(found):
+                    candidates[scopes.pop()] = one
+                    return  # one scope, one candidate per key: the journal of most runs
         repeated: list[list[JournalEntry]] = []
-        for k, e in zip(pairs, found, strict=True):
-            had = candidates.get(k)
+        for e in found:
+            in_scope = candidates.get(e.scope)
+            if in_scope is None:
+                in_scope = candidates[e.scope] = {}
+            had = in_scope.get(e.key)
             if had is None:
-                candidates[k] = e  # most keys have one candidate: no list for them
+                in_scope[e.key] = e  # most keys have one candidate: no list for them
             elif isinstance(had, list):
                 had.append(e)
             else:
                 several = [had, e]
-                candidates[k] = several
+                in_scope[e.key] = several
                 repeated.append(several)
         deque(map(list.reverse, repeated), maxlen=0)  # `match` pops the first from the end
+
+    @property
+    def by_seq(self) -> dict[int, JournalEntry]:
+        """Every entry by its seq (folded on first use: a resume that only replays reads the head alone)."""
+        found = self._by_seq
+        if found is None:
+            found = self._by_seq = dict(zip(map(_SEQ, self.entries), self.entries, strict=True))
+        return found
+
+    @property
+    def head(self) -> JournalEntry | None:
+        """The entry with the highest seq (None for an empty journal)."""
+        return self._head
 
     @classmethod
     def build(cls, entries: Iterable[JournalEntry], invalidate: Iterable[int] = ()) -> JournalIndex:
@@ -145,7 +173,10 @@ class JournalIndex:
         self.entries.append(e)
         seq, key, kind = e.seq, e.key, e.kind
         assert seq is not None
-        self.by_seq[seq] = e
+        if self._by_seq is not None:
+            self._by_seq[seq] = e
+        if self._head is None or seq > (self._head.seq or 0):
+            self._head = e
         if kind == "agent" or e.agent_id is not None:
             self.spend_entries.append(e)
         if kind == "decision" or kind == "tree":
@@ -210,11 +241,12 @@ class JournalIndex:
         taken = self.take(scope, key)
         return None if taken is None else Match(*taken)
 
-    def take(self, scope: str, key: str) -> tuple[JournalEntry, JournalEntry | None, bool] | None:
-        """`match`, as the (entry, terminal, abandoned) it would hold: for a caller that needs no `Match`."""
-        k = (scope, key)
-        candidates = self._candidates
-        found = candidates.get(k)
+    def _pop(self, scope: str, key: str) -> JournalEntry | None:
+        """Take the first unconsumed candidate of (scope, key) out of the candidates, if any."""
+        in_scope = self._candidates.get(scope)
+        if in_scope is None:
+            return None
+        found = in_scope.get(key)
         if found is None:
             return None
         if isinstance(found, list):
@@ -223,10 +255,31 @@ class JournalIndex:
             e = found.pop()
         else:
             e = found
-            del candidates[k]
+            del in_scope[key]
+            if not in_scope:
+                del self._candidates[scope]
         self.examined += 1
+        return e
+
+    def take(self, scope: str, key: str) -> Taken | None:
+        """`match`, as the (entry, terminal, abandoned) it would hold: for a caller that needs no `Match`."""
+        e = self._pop(scope, key)
+        if e is None:
+            return None
         terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
         return e, terminal, bool(self._abandon_roots) and self.is_abandoned(e)
+
+    def take_settled(self, scope: str, key: str) -> JournalEntry | Taken | None:
+        """`take`, but a match whose call settled (a running dispatch, its first terminal `ok`, not abandoned: what
+        `disposition` replays) comes back as that terminal alone: the one lookup of a replayed host step."""
+        e = self._pop(scope, key)
+        if e is None:
+            return None
+        terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
+        abandoned = bool(self._abandon_roots) and self.is_abandoned(e)
+        if terminal is not None and terminal.status == "ok" and not abandoned and e.status == "running":
+            return terminal
+        return e, terminal, abandoned
 
     def successor(self, seq: int | None) -> JournalEntry | None:
         """The loaded invocation that continues agent `seq` (it ran on after a raise), if any."""
@@ -242,10 +295,14 @@ class JournalIndex:
     def withdraw(self, entry: JournalEntry) -> bool:
         """Take `entry` itself out of the unconsumed candidates (a continuation, matched through the invocation
         it continues); False when it is not one."""
-        k = _SCOPE_KEY(entry)
-        found = self._candidates.get(k)
+        in_scope = self._candidates.get(entry.scope)
+        if in_scope is None:
+            return False
+        found = in_scope.get(entry.key)
         if found is entry:
-            del self._candidates[k]
+            del in_scope[entry.key]
+            if not in_scope:
+                del self._candidates[entry.scope]
             return True
         if isinstance(found, list):
             for i, e in enumerate(found):
@@ -257,8 +314,9 @@ class JournalIndex:
     def unconsumed(self) -> list[JournalEntry]:
         """The loaded candidates no lookup has taken yet, in journal order (what the code did not reach)."""
         left: list[JournalEntry] = []
-        for found in self._candidates.values():
-            left.extend(found if isinstance(found, list) else (found,))
+        for in_scope in self._candidates.values():
+            for found in in_scope.values():
+                left.extend(found if isinstance(found, list) else (found,))
         return sorted(left, key=_SEQ)
 
     def next_ordinal(self, scope: str, key: str) -> int:
