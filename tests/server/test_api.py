@@ -575,6 +575,22 @@ def test_starting_a_run_needs_the_app_engine_and_a_registered_workflow(serve: Se
     assert reader.get("/healthz").json()["mode"] == "store"
 
 
+def test_a_body_integer_may_be_written_3_0_as_the_schema_allows_but_never_as_a_string(serve: Serve) -> None:
+    # JSON Schema's "integer" admits 2.0 (the fuzz test found a redact with {"seq": 718677.0} refused with a 422)
+    client = serve()
+    ok = client.post("/api/runs", json={"workflow": "echo", "run_id": "f-1",
+                                        "containment": {"max_agents": 2.0, "max_concurrent": 1.0, "max_depth": 1}})
+    assert ok.status_code == 201, ok.text
+    wait_for(lambda: run_status(client, "f-1") == "ok", what="the run to finish")
+    assert client.get("/api/runs/f-1").json()["ceilings"]["max_agents"] == 2
+    for bad in ({"max_agents": "2", "max_concurrent": 1, "max_depth": 1},
+                {"max_agents": 2.5, "max_concurrent": 1, "max_depth": 1},
+                {"max_agents": True, "max_concurrent": 1, "max_depth": 1}):
+        assert client.post("/api/runs", json={"workflow": "echo", "containment": bad}).status_code == 422, bad
+    assert client.post("/api/runs/f-1/redact", json={"seq": 1.5}).status_code == 422
+    assert client.post("/api/runs/f-1/redact", json={"seq": 718677.0}).status_code != 422
+
+
 def test_the_openapi_document_is_valid_and_generated_from_the_routes(serve: Serve) -> None:
     doc = serve().get("/api/openapi.json").json()
     validate(doc)

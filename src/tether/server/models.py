@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from tether.contracts.entries import JournalEntry, MetaStatus
 from tether.contracts.events import AgentEvent, ToolEffectRecord
@@ -19,6 +19,15 @@ CURSOR_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?~.+$"
 """A run-list cursor is a position, `<created_at>~<run_id>`."""
 BODY = ConfigDict(extra="forbid", strict=True)
 """Request bodies are JSON and validated strictly: `false` is not a number, `"1"` is not an int."""
+
+
+def _integral(value: object) -> object:
+    """JSON Schema's `integer` admits `3.0`: an integral float is the int it names (strict mode alone refuses it)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+"""A request body's integer: what the OpenAPI document's `"type": "integer"` admits, `3` and `3.0`, never `"3"`."""
 RUN_STATUSES: tuple[MetaStatus, ...] = get_args(MetaStatus)
 
 
@@ -361,10 +370,10 @@ class ContainmentRequest(BaseModel):
 
     model_config = BODY
 
-    max_agents: int = Field(ge=1)
-    max_concurrent: int = Field(ge=1)
-    max_depth: int = Field(ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_agents: JsonInt = Field(ge=1)
+    max_concurrent: JsonInt = Field(ge=1)
+    max_depth: JsonInt = Field(ge=1)
+    max_tokens: Annotated[int | None, BeforeValidator(_integral)] = Field(default=None, ge=1)
     max_usd: float | None = Field(default=None, ge=0)
     max_duration_s: float | None = Field(default=None, gt=0)
 
@@ -382,7 +391,7 @@ class StartRequest(BaseModel):
     deadline_s: float | None = Field(default=None, gt=0)
     queue: str | None = Field(default=None, min_length=1, max_length=200)
     """Enqueue the run on this queue for `tether worker` processes (PostgreSQL store) instead of driving it here."""
-    priority: int = Field(default=0, ge=-(2**31), lt=2**31)
+    priority: JsonInt = Field(default=0, ge=-(2**31), lt=2**31)
     """With `queue`: higher runs first."""
 
 

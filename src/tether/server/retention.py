@@ -14,7 +14,7 @@ from tether.engine import redaction, retention
 from tether.engine.redaction import RetentionReport
 from tether.engine.retention import DeleteReport, SweepReport
 from tether.server.api import state_of
-from tether.server.models import BODY
+from tether.server.models import BODY, JsonInt
 from tether.server.routing import ApiError, Call
 
 
@@ -91,7 +91,7 @@ class RedactRequest(BaseModel):
 
     match: Annotated[str | None, WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 10_000})] = Field(
         default=None, min_length=1, max_length=10_000, json_schema_extra=_no_default)
-    seq: Annotated[int | None, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+    seq: Annotated[JsonInt | None, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
         default=None, ge=1, json_schema_extra=_no_default)
     why: str | None = Field(default=None, max_length=2000)
 
