@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import operator
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol, TypeVar, cast
@@ -34,7 +35,7 @@ class EventStream:
         self._events: list[tuple[Any, ...]] = []
         """Kept events as `(class index, *slot values)`: a tuple of atomic values is one the cycle collector
         untracks, so what a long run keeps per completed agent adds (near) nothing to each full collection."""
-        self._classes: list[tuple[type[BaseEvent], tuple[str, ...]]] = []
+        self._classes: list[tuple[type[BaseEvent], tuple[str, ...], Callable[[Any], Any], tuple[int, ...]]] = []
         self._class_index: dict[type[BaseEvent], int] = {}
         self._usage_mark = object()  # untracked by the collector, unlike a class
         self._closed = False
@@ -51,16 +52,25 @@ class EventStream:
         index = self._class_index.get(cls)
         if index is None:
             index = self._class_index[cls] = len(self._classes)
-            self._classes.append((cls, tuple(f.name for f in dataclasses.fields(cls))))
-        names = self._classes[index][1]
-        self._events.append((index, *[self._flat(getattr(event, name)) for name in names]))
+            fields = dataclasses.fields(cls)
+            names = tuple(f.name for f in fields)
+            # the slots read in one C call; only the fields that may hold a Usage are looked at one by one
+            usage_at = tuple(i for i, f in enumerate(fields) if "Usage" in str(f.type))
+            self._classes.append((cls, names, operator.attrgetter(*names), usage_at))
+        _, names, read, usage_at = self._classes[index]
+        values = read(event) if len(names) > 1 else (read(event),)
+        if usage_at:
+            flat = list(values)
+            for i in usage_at:
+                if type(flat[i]) is Usage:
+                    flat[i] = self._flat(flat[i])
+            values = tuple(flat)
+        self._events.append((index, *values))
 
-    def _flat(self, value: Any) -> Any:
+    def _flat(self, value: Usage) -> tuple[Any, ...]:
         # Usage (on every model and agent end) is a pydantic model: a dict and a set besides itself. Kept as
         # `(marker, fields set, *counts)` it is one more tuple of atomic values, which the collector untracks.
-        if type(value) is Usage:
-            return (self._usage_mark, tuple(sorted(value.model_fields_set)), *value.__dict__.values())
-        return value
+        return (self._usage_mark, tuple(sorted(value.model_fields_set)), *value.__dict__.values())
 
     def _unflat(self, value: Any) -> Any:
         if type(value) is tuple and value and value[0] is self._usage_mark:
@@ -68,7 +78,7 @@ class EventStream:
         return value
 
     def _rebuild(self, kept: tuple[Any, ...]) -> Event:
-        cls, names = self._classes[kept[0]]
+        cls, names, _, _ = self._classes[kept[0]]
         event = cls.__new__(cls)
         for name, value in zip(names, kept[1:], strict=True):
             object.__setattr__(event, name, self._unflat(value))
