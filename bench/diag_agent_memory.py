@@ -22,7 +22,9 @@ from agent_loop import LatencyModel
 import tether
 
 
-class _Parked(LatencyModel):
+class ParkedModel(LatencyModel):
+    """Every call waits for `release` once `n` calls are in (`all_in`); calls after the release pass."""
+
     def __init__(self, n: int) -> None:
         super().__init__(0.0)
         self.n = n
@@ -36,13 +38,14 @@ class _Parked(LatencyModel):
         self.calls += 1
         if self.calls == self.n:
             self.all_in.set()
-        await self.release.wait()
+        if not self.release.is_set():
+            await self.release.wait()
         yield TextDelta(text="ok")
         yield Finish(reason="stop", usage=Usage(input_tokens=5, output_tokens=1))
 
 
 async def _park(tmp: str, n: int) -> tracemalloc.Snapshot:
-    model = _Parked(n)
+    model = ParkedModel(n)
     engine = tether.Engine(models=[model], routing={"loop": "lat:m"}, store=f"sqlite:///{tmp}/m.db",
                            concurrency=n, max_spawns=n)
 

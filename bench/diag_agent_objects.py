@@ -17,31 +17,9 @@ import tempfile
 from collections import Counter
 from typing import Any
 
-from agent_loop import LatencyModel
+from diag_agent_memory import ParkedModel
 
 import tether
-
-
-class _Parked(LatencyModel):
-    """Every call waits for `release` once `n` calls are in (`all_in`)."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__(0.0)
-        self.n = n
-        self.release = asyncio.Event()
-        self.all_in = asyncio.Event()
-
-    async def stream(self, request: Any, signal: Any = None) -> Any:
-        from tether.contracts.stream import Finish, TextDelta
-        from tether.contracts.usage import Usage
-
-        self.calls += 1
-        if self.calls == self.n:
-            self.all_in.set()
-        if not self.release.is_set():
-            await self.release.wait()
-        yield TextDelta(text="ok")
-        yield Finish(reason="stop", usage=Usage(input_tokens=5, output_tokens=1))
 
 
 def census() -> Counter[str]:
@@ -50,7 +28,7 @@ def census() -> Counter[str]:
 
 async def _park(tmp: str, n: int, bound: int | None) -> tuple[Counter[str], Counter[str]]:
     running = bound or n
-    model = _Parked(running)
+    model = ParkedModel(running)
     engine = tether.Engine(models=[model], routing={"loop": "lat:m"}, store=f"sqlite:///{tmp}/m.db",
                            concurrency=running, max_spawns=n)
 
