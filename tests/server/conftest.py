@@ -9,23 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_kit import CHROMIUM, CHROMIUM_ARGS
-from playwright.sync_api import Browser, sync_playwright
+from browser_kit import browser  # noqa: F401  (the browser fixture, for every test here)
 from server_apps import make_engine, record_research
 from starlette.testclient import TestClient
 
 from tether.server import create_app
 
 warnings.filterwarnings("ignore", message=".*MemoryStore.*")
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless (a test module may define its own, as the cross-origin tests do)."""
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 from session_app import build
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))  # the server tests' browser and uvicorn kits
-from browser_kit import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, WIDE, watch_errors
+from browser_kit import TIMEOUT_MS, WIDE, browser, watch_errors  # noqa: F401  (browser: the fixture)
 from server_kit import uvicorn_thread
 
 from tether.server import create_app
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def make_session(url: str, log: str) -> dict[str, float]:
@@ -48,7 +39,7 @@ def recorded(tmp_path: Path) -> tuple[str, dict[str, float]]:
 
 
 def test_the_session_page_draws_the_turn_tree_with_a_branch_and_per_turn_cost(
-    recorded: tuple[str, dict[str, float]], browser: Browser, tmp_path: Path
+    recorded: tuple[str, dict[str, float]], browser: Browser, tmp_path: Path  # noqa: F811  (the imported fixture)
 ) -> None:
     url, costs = recorded
     engine, _ = build(url, str(tmp_path / "log.jsonl"))
