@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import operator
 import time
+import typing
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
@@ -55,7 +56,9 @@ class EventStream:
             fields = dataclasses.fields(cls)
             names = tuple(f.name for f in fields)
             # the slots read in one C call; only the fields that may hold a Usage are looked at one by one
-            usage_at = tuple(i for i, f in enumerate(fields) if "Usage" in str(f.type))
+            hints = typing.get_type_hints(cls)
+            usage_at = tuple(i for i, f in enumerate(fields)
+                             if hints[f.name] is Usage or Usage in typing.get_args(hints[f.name]))
             self._classes.append((cls, names, operator.attrgetter(*names), usage_at))
         _, names, read, usage_at = self._classes[index]
         values = read(event) if len(names) > 1 else (read(event),)
