@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -135,17 +135,76 @@ class FakeModel:
     async def stream(
         self, request: ChatRequest, signal: Signal | None = None
     ) -> AsyncIterator[ChatEvent]:
+        # One generator, not one wrapping another: every event would cross two generator frames.
         self.requests.append(request)
         reply = self._next(request)
         if reply is None:
             yield StreamError(kind="terminal", message="fake model script exhausted")
             return
-        play = _play(reply, request, signal, self.family)
-        try:
-            async for event in play:
-                yield event
-        finally:
-            await play.aclose()  # closed here, not by the loop's finalizer hook (a cross-thread wakeup per call)
+        reply = structured(reply, request)
+        if reply.error is not None:
+            if await _sleep(reply.latency_s, signal):
+                yield Finish(reason="cancelled", usage=Usage(approximate=True))
+                return
+            retryable = reply.error in ("transport", "rate-limit")
+            yield StreamError(
+                kind=reply.error,
+                message=reply.message or f"fake {reply.error} error",
+                retryable=retryable,
+                retry_after_ms=reply.retry_after_ms,
+                status=429 if reply.error == "rate-limit" else None,
+            )
+            return
+        input_tokens = reply.input_tokens if reply.input_tokens is not None else estimate_tokens(request)
+        text = reply.text
+        reasoning = reply.reasoning_tokens
+        estimate = max(1, len(text) // 4) + reasoning
+        out = reply.output_tokens if reply.output_tokens is not None else estimate
+        tool_calls = list(reply.tool_calls)
+        reason: FinishReason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
+        cap = request.max_output_tokens
+        if cap is not None and out > cap:
+            # Like a provider: never more output than asked for; the cut drops unfinished tool calls.
+            text = text[: max(0, len(text) * cap // max(out, 1))]
+            out, tool_calls, reason = cap, [], "max_tokens"
+        reasoning = min(reasoning, out)
+        inputs = {"input_tokens": input_tokens, "cache_read_tokens": reply.cache_read_tokens,
+                  "cache_write_tokens": reply.cache_write_tokens}
+        total = _usage({**inputs, "output_tokens": out, "reasoning_tokens": reasoning})
+        chunks = max(1, reply.chunks or 1)
+        if reply.chunks:
+            yield UsageDelta(usage=_usage(inputs))
+        sent_out = 0
+        for i in range(chunks):
+            if await _sleep(reply.latency_s / chunks, signal):
+                yield Finish(reason="cancelled", usage=_usage({**inputs, "output_tokens": sent_out}, approximate=True))
+                return
+            piece = text[len(text) * i // chunks : len(text) * (i + 1) // chunks]
+            if piece:
+                yield TextDelta(text=piece)
+            if reply.chunks:
+                share = out * (i + 1) // chunks - sent_out
+                thought = reasoning if i == chunks - 1 else 0  # so the running reasoning never exceeds output
+                sent_out += share
+                if share or thought:
+                    yield UsageDelta(usage=Usage(output_tokens=share, reasoning_tokens=thought))
+        for raw in reply.raw:
+            yield RawPartEvent(part=RawPart(family=self.family, data=dict(raw)))
+        for index, call in enumerate(tool_calls):
+            wire_id = f"fc_{index}"
+            yield ToolCallStart(index=index, wire_id=wire_id, name=call.name)
+            yield ToolCallDelta(index=index, args_delta=canonical_json(call.args).decode())
+            yield ToolCallEnd(index=index, wire_id=wire_id, name=call.name, args=dict(call.args))
+        if not reply.chunks:
+            yield UsageDelta(usage=total)
+        yield Finish(reason=reason, usage=total)
+
+
+def _usage(counts: dict[str, int], approximate: bool = False) -> Usage:
+    """A `Usage` of the counts that are not zero (as `Usage.__add__` builds one: a smaller `model_fields_set`)."""
+    if approximate:
+        return Usage(**{name: n for name, n in counts.items() if n}, approximate=True)
+    return Usage(**{name: n for name, n in counts.items() if n})
 
 
 async def _sleep(seconds: float, signal: Signal | None) -> bool:
@@ -194,71 +253,6 @@ def structured(reply: Reply, request: ChatRequest) -> Reply:
     args = value if isinstance(value, dict) else {_WRAP_KEY: value}
     return replace(reply, tool_calls=[*reply.tool_calls, ToolCall(EMIT_RESULT, args)], output=None)
 
-
-async def _play(
-    reply: Reply, request: ChatRequest, signal: Signal | None, family: str
-) -> AsyncGenerator[ChatEvent, None]:
-    reply = structured(reply, request)
-    if reply.error is not None:
-        if await _sleep(reply.latency_s, signal):
-            yield Finish(reason="cancelled", usage=Usage(approximate=True))
-            return
-        retryable = reply.error in ("transport", "rate-limit")
-        yield StreamError(
-            kind=reply.error,
-            message=reply.message or f"fake {reply.error} error",
-            retryable=retryable,
-            retry_after_ms=reply.retry_after_ms,
-            status=429 if reply.error == "rate-limit" else None,
-        )
-        return
-    input_tokens = reply.input_tokens if reply.input_tokens is not None else estimate_tokens(request)
-    text = reply.text
-    reasoning = reply.reasoning_tokens
-    estimate = max(1, len(text) // 4) + reasoning
-    out = reply.output_tokens if reply.output_tokens is not None else estimate
-    tool_calls = list(reply.tool_calls)
-    reason: FinishReason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
-    cap = request.max_output_tokens
-    if cap is not None and out > cap:
-        # Like a provider: never more output than asked for; the cut drops unfinished tool calls.
-        text = text[: max(0, len(text) * cap // max(out, 1))]
-        out, tool_calls, reason = cap, [], "max_tokens"
-    reasoning = min(reasoning, out)
-    input_usage = Usage(
-        input_tokens=input_tokens,
-        cache_read_tokens=reply.cache_read_tokens,
-        cache_write_tokens=reply.cache_write_tokens,
-    )
-    total = input_usage + Usage(output_tokens=out, reasoning_tokens=reasoning)
-    chunks = max(1, reply.chunks or 1)
-    if reply.chunks:
-        yield UsageDelta(usage=input_usage)
-    sent_out = 0
-    for i in range(chunks):
-        if await _sleep(reply.latency_s / chunks, signal):
-            partial = input_usage + Usage(output_tokens=sent_out, approximate=True)
-            yield Finish(reason="cancelled", usage=partial)
-            return
-        piece = text[len(text) * i // chunks : len(text) * (i + 1) // chunks]
-        if piece:
-            yield TextDelta(text=piece)
-        if reply.chunks:
-            share = out * (i + 1) // chunks - sent_out
-            thought = reasoning if i == chunks - 1 else 0  # so the running reasoning never exceeds output
-            sent_out += share
-            if share or thought:
-                yield UsageDelta(usage=Usage(output_tokens=share, reasoning_tokens=thought))
-    for raw in reply.raw:
-        yield RawPartEvent(part=RawPart(family=family, data=dict(raw)))
-    for index, call in enumerate(tool_calls):
-        wire_id = f"fc_{index}"
-        yield ToolCallStart(index=index, wire_id=wire_id, name=call.name)
-        yield ToolCallDelta(index=index, args_delta=canonical_json(call.args).decode())
-        yield ToolCallEnd(index=index, wire_id=wire_id, name=call.name, args=dict(call.args))
-    if not reply.chunks:
-        yield UsageDelta(usage=total)
-    yield Finish(reason=reason, usage=total)
 
 
 def fake(
