@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar
 
 from tether.contracts.stops import StopReason
@@ -71,11 +71,11 @@ class AgentResult(BaseModel, Generic[OutputT]):
     served_by: str | None = None
     finish_reason: FinishReason | None = None
     """How the last model reply ended (None when no reply finished, e.g. a transport error or a cut)."""
-    usage_by_model: dict[str, Usage] = {}
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # (a `{}` default is deep-copied per instance)
     error: AgentError | None = None
     tool_budget: ToolBudgetSummary | None = None
     transcript_ref: str | None = None
-    artifacts: dict[str, str] = {}
+    artifacts: dict[str, str] = Field(default_factory=dict)
     """Files an invocation produced, e.g. the `patch` of an `isolation="worktree"` agent."""
     agent_id: int | None = None
     parent_agent_id: int | None = None

@@ -360,6 +360,8 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 def toolset_hash(tools: Iterable[Tool]) -> str:
     """Identity of a toolset: what the model sees plus versions, never the implementation."""
+    if not tools:  # (a generator is truthy: it takes the long way)
+        return EMPTY_TOOLSET  # most agents have no tools: the same key, without hashing `[]` again
     items = sorted(
         (
             {
@@ -373,3 +375,7 @@ def toolset_hash(tools: Iterable[Tool]) -> str:
         key=lambda item: str(item["name"]),
     )
     return content_key(items)
+
+
+EMPTY_TOOLSET = content_key([])
+"""`toolset_hash(())`: the identity of an agent without tools."""
