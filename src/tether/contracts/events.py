@@ -9,8 +9,12 @@ lists every type and field.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
+import typing
+from collections.abc import Callable
 from dataclasses import field
-from typing import Annotated, Any, Literal, TypeAlias, TypedDict, get_args
+from typing import Annotated, Any, Literal, NamedTuple, TypeAlias, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 from pydantic.dataclasses import dataclass
@@ -105,6 +109,30 @@ class BaseEvent(Record):
         """The event's fields (pydantic `FieldInfo`s, with their descriptions), by name."""
         found: dict[str, Any] = cls.__pydantic_fields__  # type: ignore[attr-defined]
         return found
+
+    @classmethod
+    def layout(cls) -> EventLayout:
+        """The event's slots as the run's stream keeps them (`EventLayout`); built on first use and kept on the
+        class (as `Record.adapter` is: a fact about the class), so a run does not resolve type hints again."""
+        found: EventLayout | None = cls.__dict__.get("_layout")
+        if found is None:
+            fields = dataclasses.fields(cls)
+            names = tuple(f.name for f in fields)
+            hints = typing.get_type_hints(cls)
+            usage_at = tuple(i for i, f in enumerate(fields)
+                             if hints[f.name] is Usage or Usage in get_args(hints[f.name]))
+            found = EventLayout(names, operator.attrgetter(*names), usage_at)
+            setattr(cls, "_layout", found)  # noqa: B010 (a slotted class declares no such attribute)
+        return found
+
+
+class EventLayout(NamedTuple):
+    """How an event class's instances are kept as plain tuples: its slot names, one reader of them all (a C
+    call) and the positions of the fields that may hold a `Usage`."""
+
+    names: tuple[str, ...]
+    read: Callable[[Any], Any]
+    usage_at: tuple[int, ...]
 
 
 @dataclass(slots=True, kw_only=True, config=EVENT_CONFIG)

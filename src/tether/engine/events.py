@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import operator
 import time
-import typing
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
-from tether.contracts.events import BaseEvent, Event, matches
+from tether.contracts.events import BaseEvent, Event, EventLayout, matches
 from tether.contracts.usage import Usage
 from tether.engine.frame import CURRENT_FRAME
 
@@ -36,7 +33,7 @@ class EventStream:
         self._events: list[tuple[Any, ...]] = []
         """Kept events as `(class index, *slot values)`: a tuple of atomic values is one the cycle collector
         untracks, so what a long run keeps per completed agent adds (near) nothing to each full collection."""
-        self._classes: list[tuple[type[BaseEvent], tuple[str, ...], Callable[[Any], Any], tuple[int, ...]]] = []
+        self._classes: list[tuple[type[BaseEvent], EventLayout]] = []
         self._class_index: dict[type[BaseEvent], int] = {}
         self._usage_mark = object()  # untracked by the collector, unlike a class
         self._closed = False
@@ -53,16 +50,10 @@ class EventStream:
         index = self._class_index.get(cls)
         if index is None:
             index = self._class_index[cls] = len(self._classes)
-            fields = dataclasses.fields(cls)
-            names = tuple(f.name for f in fields)
-            # the slots read in one C call; only the fields that may hold a Usage are looked at one by one
-            hints = typing.get_type_hints(cls)
-            usage_at = tuple(i for i, f in enumerate(fields)
-                             if hints[f.name] is Usage or Usage in typing.get_args(hints[f.name]))
-            self._classes.append((cls, names, operator.attrgetter(*names), usage_at))
-        _, names, read, usage_at = self._classes[index]
-        values = read(event) if len(names) > 1 else (read(event),)
-        if usage_at:
+            self._classes.append((cls, cls.layout()))
+        names, read, usage_at = self._classes[index][1]
+        values = read(event) if len(names) > 1 else (read(event),)  # the slots read in one C call
+        if usage_at:  # only the fields that may hold a Usage are looked at one by one
             flat = list(values)
             for i in usage_at:
                 if type(flat[i]) is Usage:
@@ -81,7 +72,7 @@ class EventStream:
         return value
 
     def _rebuild(self, kept: tuple[Any, ...]) -> Event:
-        cls, names, _, _ = self._classes[kept[0]]
+        cls, (names, _, _) = self._classes[kept[0]]
         event = cls.__new__(cls)
         for name, value in zip(names, kept[1:], strict=True):
             object.__setattr__(event, name, self._unflat(value))
