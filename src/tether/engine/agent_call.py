@@ -181,8 +181,13 @@ class AgentCall:
             try:
                 worktree = (options.get("repo") or os.getcwd()) if isolation == "worktree" else None
                 running, host = self._open(frame, running, spec, hooks, k, role, spec_model.identity, continues)
+                loop = _loop_of(options.get("loop"), max_turns)
+                # Dropped before the loop runs: this frame is held for the whole invocation, and every name still
+                # bound is one more reference the collector walks per agent in flight (docs/performance.md).
+                del prompt, output, options, tools, model, agent_type, key, label, est_cost, max_turns, history
+                del max_output_tokens, services, profile, spec_model, models, all_tools, k, continues, role
+                del est_input, max_output, turn_output, price, refusal, reserve, free, hold
                 try:
-                    loop = _loop_of(options.get("loop"), max_turns)
                     if worktree is None:
                         result = await self._run_loop(spec, host, hooks, loop)
                     else:
