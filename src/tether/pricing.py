@@ -51,18 +51,16 @@ class PriceTable:
 
     def get(self, ref: str) -> Price | None:
         """The row for `adapter:model`, or None when nobody knows its price."""
-        if ref in self._rows:
-            return self._rows[ref]
-        adapter, _, _ = ref.partition(":")
-        wildcard = self._rows.get(f"{adapter}:{WILDCARD}")
-        if wildcard is not None:
-            return wildcard
-        if not self._bundled:
-            return None
-        if ref not in self._cache:
-            adapter, _, model = ref.partition(":")
-            self._cache[ref] = bundled_price(adapter, model)
-        return self._cache[ref]
+        try:
+            return self._cache[ref]  # the answer for a ref never changes: the rows are fixed (`with_rows` copies)
+        except KeyError:
+            pass
+        adapter, _, model = ref.partition(":")
+        found = self._rows.get(ref) or self._rows.get(f"{adapter}:{WILDCARD}")
+        if found is None and self._bundled:
+            found = bundled_price(adapter, model)
+        self._cache[ref] = found
+        return found
 
 
 def bundled_price(adapter: str, model: str) -> Price | None:
