@@ -73,6 +73,7 @@ class Account:
         self.stop_reason = stop_reason
         """What this account's ceiling stands for when it stops work (USD, or the tree's tokens)."""
         self.parent = parent
+        self._above: tuple[Account, ...] = parent.chain() if parent is not None else ()  # (no cycle to itself)
         self.name = name
         self.spent = 0.0
         self.orphaned = 0.0
@@ -87,14 +88,9 @@ class Account:
         """The figures of the first stop (the agent, the reserve that did not fit, what was left)."""
         self._released: asyncio.Event | None = None
 
-    def chain(self) -> list[Account]:
-        """This account and its ancestors, innermost first."""
-        out: list[Account] = []
-        acct: Account | None = self
-        while acct is not None:
-            out.append(acct)
-            acct = acct.parent
-        return out
+    def chain(self) -> tuple[Account, ...]:
+        """This account and its ancestors, innermost first (fixed at construction: a parent never changes)."""
+        return (self, *self._above)
 
     def root(self) -> Account:
         acct = self
