@@ -84,6 +84,24 @@ def test_the_incremental_input_estimate_is_the_whole_requests_canonical_size(
     assert estimate_input_tokens(later, sizes) == whole(later)  # cached sizes, same answer
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["system", "user", "assistant", "tool"]), st.text(st.characters(), max_size=16), st.booleans())
+def test_a_messages_counted_size_is_its_canonical_size(role: str, body: str, two_parts: bool) -> None:
+    """One text part is counted without dumping the message; any other message is dumped: both are its size."""
+    from tether.agents.dispatch import _canonical_size
+    from tether.contracts.messages import Message, TextPart
+
+    parts = (TextPart(text=body), TextPart(text="more")) if two_parts else (TextPart(text=body),)
+    message = Message(role=role, parts=parts)  # type: ignore[arg-type]
+    try:
+        expected = len(canonical_json(message))
+    except NonSerializableValueError:  # a lone surrogate: refused the same way
+        with pytest.raises(NonSerializableValueError):
+            _canonical_size(message)
+        return
+    assert _canonical_size(message) == expected
+
+
 @settings(max_examples=600, deadline=None)
 @given(st.text(max_size=16) | st.text(st.characters(), max_size=16))
 def test_a_steps_key_is_the_content_key_of_its_identity(name: str) -> None:

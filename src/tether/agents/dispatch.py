@@ -33,7 +33,7 @@ from tether.contracts.stream import (
     UsageDelta,
 )
 from tether.contracts.usage import ZERO_USAGE, Usage
-from tether.journal.canonical import canonical_json, content_key
+from tether.journal.canonical import canonical_json, canonical_str_size, content_key
 
 RETRYABLE_KINDS = frozenset({"transport", "rate-limit"})
 FAILOVER_DECISION = "model-failover"
@@ -180,20 +180,34 @@ def _estimate(
     messages: tuple[Message, ...], tools: tuple[ToolSpec, ...], output_format: OutputFormat | None,
     sizes: dict[int, tuple[Any, int]] | None,
 ) -> int:
-    items = [*messages, *tools]
+    items: list[Message | ToolSpec] = [*messages, *tools]
     size = 2 + max(0, len(items) - 1)
     for item in items:
         hit = sizes.get(id(item)) if sizes is not None else None
         if hit is not None and hit[0] is item:
             size += hit[1]
             continue
-        n = len(canonical_json(item))
+        n = _canonical_size(item)
         if sizes is not None:
             sizes[id(item)] = (item, n)  # the item is held too, so its id cannot be reused meanwhile
         size += n
     if output_format is not None:
         size += len(canonical_json(output_format.schema_))
     return max(1, size // 4)
+
+
+_TEXT_MESSAGE = len(b'{"parts":[{"text":,"type":"text"}],"role":""}')
+"""The canonical bytes of a one-text-part message besides its text and its role."""
+
+
+def _canonical_size(item: Message | ToolSpec) -> int:
+    """`len(canonical_json(item))`; a message of one text part (most prompts) is counted without dumping it (its
+    bytes are `{"parts":[{"text":<text>,"type":"text"}],"role":"<role>"}`: a property test holds the two equal)."""
+    if type(item) is Message and len(item.parts) == 1 and type(item.parts[0]) is TextPart:
+        n = canonical_str_size(item.parts[0].text)
+        if n is not None:
+            return _TEXT_MESSAGE + len(item.role) + n
+    return len(canonical_json(item))
 
 
 def budget_error(exc: BudgetExhaustedError, stage: Stage) -> AgentError:

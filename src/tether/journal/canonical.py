@@ -289,6 +289,15 @@ def content_key(identity: Any) -> str:
     return hashlib.sha256(canonical_json(identity)).hexdigest()  # sha256_hex, inlined (every replayed call)
 
 
+def canonical_str_size(text: str) -> int | None:
+    """`len(canonical_json(text))` for a string, without encoding it twice (None for a string `canonical_json`
+    hands to rfc8785: one with a lone surrogate)."""
+    try:
+        return len(_ENCODE_STR(text).encode())
+    except UnicodeEncodeError:
+        return None
+
+
 _STEP_HEAD, _STEP_TAIL = b'{"deps":[],"key":', b',"kind":"step"}'
 
 
