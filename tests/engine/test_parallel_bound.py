@@ -120,3 +120,52 @@ async def test_a_bound_must_be_a_whole_number_at_least_one(engine: tether.Engine
 
     out = await engine.run(bad, run_id="r")
     assert out.status == "error" and isinstance(out.error, ConfigError)
+
+
+async def test_an_unbounded_fan_out_starts_in_waves_and_runs_every_branch_at_once(engine: tether.Engine) -> None:
+    """Waves of `WAVE` per loop pass, in input order; no branch waits for another to finish before it starts."""
+    from tether.engine.branches import WAVE
+
+    n = 3 * WAVE + 5
+    started: list[int] = []
+    everyone = asyncio.Event()
+
+    @tether.workflow(name="all")
+    async def all_at_once(ctx: tether.Ctx) -> Any:
+        async def branch(i: int) -> int:
+            started.append(i)
+            if len(started) == n:
+                everyone.set()
+            await everyone.wait()  # only the last branch to start releases the others
+            return int(await ctx.step("work", lambda: i))
+
+        return await ctx.parallel([lambda i=i: branch(i) for i in range(n)])
+
+    out = await engine.run(all_at_once, run_id="r")
+    assert out.status == "ok" and out.value == list(range(n)) and started == list(range(n))
+
+
+async def test_unbounded_branches_all_park_before_the_run_settles_suspended(engine: tether.Engine) -> None:
+    """A wave still to start counts as working: the run suspends only once every branch has parked."""
+    from tether.engine.branches import WAVE
+
+    n = 2 * WAVE + 3
+
+    @tether.workflow(name="review")
+    async def review(ctx: tether.Ctx) -> list[Any]:
+        async def branch(i: int) -> Any:
+            return await ctx.await_external(f"k{i}")
+
+        return await ctx.parallel([lambda i=i: branch(i) for i in range(n)])
+
+    out = await engine.run(review, run_id="r")
+    assert out.status == "suspended" and sorted(out.pending) == sorted(f"k{i}" for i in range(n))
+
+
+async def test_an_unbounded_fan_out_that_fails_fast_starts_no_later_wave(engine: tether.Engine) -> None:
+    from tether.engine.branches import WAVE
+
+    live = [0, 0, 0]
+    out = await engine.run(_fan(10 * WAVE, None, live, fail=0), run_id="r")
+    assert out.status == "error" and str(out.error) == "boom 0"
+    assert live[0] == 0 and live[2] < 10 * WAVE  # the started ones were cancelled; later waves never started

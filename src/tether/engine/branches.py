@@ -1,10 +1,14 @@
-"""`ctx.parallel(..., concurrency=k)`: branch tasks started only as the bound admits them.
+"""`ctx.parallel`'s branch tasks, started in input order in waves, never more at once than a bound allows.
 
-Unbounded, `ctx.parallel` creates every branch's task at once. Bounded, a branch's task exists only while
-it runs: at most `k` at a time, the next one (in input order) started the moment one finishes, and a finished
-branch keeps only its outcome. 100,000 branches under a 10,000 bound hold 10,000 tasks (and their coroutine
-chains), not 100,000 that every full cycle collection walks. A branch's scope, and so its journal identity, is
-its input index either way; results come back in input order.
+`ctx.parallel` starts a wave of `WAVE` branches per pass of the event loop: each wave is a callback queued
+behind what is already ready, so branches under way (a model reply arrived, a commit finished) go on between
+the waves instead of waiting for every branch to have started. Unbounded, every branch still runs concurrently
+with the others (none waits for another to finish); what the waves change is that a fan-out of 10,000 short
+agents keeps in memory the ones under way, not 10,000 parked coroutine chains that every full cycle collection
+walks (docs/performance.md). Bounded (`concurrency=k`), waves stop at `k` running, a branch's task exists only
+while it runs, the next one (in input order) starts the moment one finishes, and a finished branch keeps only
+its outcome. A branch's scope, and so its journal identity, is its input index either way; results come back in
+input order.
 """
 
 from __future__ import annotations
@@ -18,18 +22,23 @@ from tether.contracts.errors import BudgetExhaustedError
 from tether.engine.replay import Abandoned
 
 _PENDING: Any = object()
+WAVE = 16
+"""Branches an unbounded `ctx.parallel` starts per pass of the event loop. One per pass gives each branch's
+commit a transaction of its own; thousands per pass park them all (bench/agent_loop.py, docs/performance.md:
+at 10,000 one-turn agents, 4 to 32 cost the least CPU)."""
 
 
 class BranchPool:
     """Runs `n` branches `start(i)` at most `limit` at a time, keeping each one's outcome by index.
 
     `live` is the segment's count of working branches (`Suspensions.branch_waiting`): a successor is counted
-    before the branch it replaces stops counting, so a run whose started branches have all parked on
-    `await_external` settles `suspended` (the unstarted ones wait for a slot, which a parked branch keeps) and
-    never while a successor is being started.
+    before the branch it replaces stops counting, and an unbounded pool's next wave while it waits to start, so
+    a run whose started branches have all parked on `await_external` settles `suspended` (bounded, the unstarted
+    ones wait for a slot, which a parked branch keeps) and never while a successor is being started.
     """
 
     __slots__ = (
+        "_bounded",
         "_ctx",
         "_fail_fast",
         "_limit",
@@ -38,6 +47,7 @@ class BranchPool:
         "_next",
         "_on_done",
         "_outcomes",
+        "_queued",
         "_running",
         "_start",
         "_stopped",
@@ -60,20 +70,42 @@ class BranchPool:
         self._fail_fast = fail_fast
         self._stopped = False
         self._on_done = self._finished  # bound once, not per branch
+        self._bounded = limit < n  # bounded, a finished branch's successor starts at once (unbounded: waves only)
+        self._queued = False  # a wave is queued
         self.failed: BaseException | None = None
         """Fail-fast: the first branch failure (in completion order) that is not a budget refusal."""
         self.refused: BudgetExhaustedError | None = None
         """Fail-fast: the first budget refusal (its admitted siblings finish, then it is raised)."""
 
     def fill(self) -> None:
-        """Start branches, in input order, until `limit` run or none is left."""
-        while not self._stopped and self._next < self._n and len(self._running) < self._limit:
-            i = self._next
-            self._next = i + 1
-            self._live(+1)
-            task = asyncio.create_task(self._start(i), context=self._ctx.copy())
-            self._running[task] = i
-            task.add_done_callback(self._on_done, context=self._ctx)
+        """Start the next wave: up to `WAVE` branches in input order, as many as the bound leaves room for; while
+        some are left and there is room, queue the next wave behind what is ready now."""
+        end = min(self._n, self._next + WAVE)
+        while not self._stopped and self._next < end and len(self._running) < self._limit:
+            self._spawn()
+        if not self._stopped and self._next < self._n and len(self._running) < self._limit and not self._queued:
+            self._queued = True
+            self._live(+1)  # the branches to start next count as working until they have started
+            asyncio.get_running_loop().call_soon(self._next_wave, context=self._ctx)
+
+    def _next_wave(self) -> None:
+        self._queued = False
+        self.fill()
+        self._live(-1)
+        self._wake_if_done()
+
+    def _spawn(self) -> None:
+        i = self._next
+        self._next = i + 1
+        self._live(+1)
+        task = asyncio.create_task(self._start(i), context=self._ctx.copy())
+        self._running[task] = i
+        task.add_done_callback(self._on_done, context=self._ctx)
+
+    def _wake_if_done(self) -> None:
+        done = not self._running and (self._stopped or self._next >= self._n)
+        if (self.failed is not None or done) and not self._wake.done():
+            self._wake.set_result(None)
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         i = self._running.pop(task)
@@ -88,10 +120,10 @@ class BranchPool:
                 elif self.failed is None:
                     self.failed = exc
                     self._stopped = True  # nothing more starts; the caller cancels the running ones
-        self.fill()  # the successor counts as working before this branch stops counting
+        if self._bounded and not self._stopped and self._next < self._n and len(self._running) < self._limit:
+            self._spawn()  # the successor counts as working before this branch stops counting
         self._live(-1)
-        if (self.failed is not None or not self._running) and not self._wake.done():
-            self._wake.set_result(None)
+        self._wake_if_done()
 
     async def wait(self) -> None:
         """Until every branch finished (fail-fast: or one failed); on any exit by exception (the caller was
