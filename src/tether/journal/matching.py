@@ -87,11 +87,11 @@ class JournalIndex:
         # not hold is skipped, and what a resume that only replays never reads (`by_seq`, ordinals) is
         # folded on first use.
         entries = self.entries
-        seqs = list(map(_SEQ, entries))
-        assert None not in seqs
-        if seqs:
-            top = max(seqs)
-            self._head = entries[-1] if seqs[-1] == top else entries[seqs.index(top)]
+        if entries:
+            top = max(map(_SEQ, entries))  # (a seq left None among numbered ones fails here: entries are numbered)
+            assert top is not None
+            last = entries[-1]
+            self._head = last if last.seq == top else next(e for e in entries if e.seq == top)
         if not set(map(_HASH_VERSION, entries)) <= SUPPORTED_HASH_VERSIONS:
             self.unsupported = next(e for e in entries if e.hash_version not in SUPPORTED_HASH_VERSIONS)
         kinds = list(map(_KIND, entries))
@@ -123,7 +123,7 @@ class JournalIndex:
         # -- candidates: keyed dispatches and facts, never invalidated ones (unkeyed facts never match) --
         candidate = map(gt, keyed, has_ref)  # keyed and not a terminal
         if self.invalidated:
-            candidate = map(gt, candidate, map(self.invalidated.__contains__, seqs))
+            candidate = map(gt, candidate, map(self.invalidated.__contains__, map(_SEQ, entries)))
         found = list(compress(entries, candidate))
         candidates = self._candidates
         if not candidates and found:
@@ -271,15 +271,33 @@ class JournalIndex:
 
     def take_settled(self, scope: str, key: str) -> JournalEntry | Taken | None:
         """`take`, but a match whose call settled (a running dispatch, its first terminal `ok`, not abandoned: what
-        `disposition` replays) comes back as that terminal alone: the one lookup of a replayed host step."""
-        e = self._pop(scope, key)
-        if e is None:
+        `disposition` replays) comes back as that terminal alone: the one lookup of a replayed host step.
+
+        `_pop`, inlined: this runs once per replayed step of every resume."""
+        in_scope = self._candidates.get(scope)
+        if in_scope is None:
             return None
-        terminal = self.terminal_of.get(e.seq) if e.kind in TWO_PHASE_KINDS else None  # type: ignore[arg-type]
-        abandoned = bool(self._abandon_roots) and self.is_abandoned(e)
-        if terminal is not None and terminal.status == "ok" and not abandoned and e.status == "running":
-            return terminal
-        return e, terminal, abandoned
+        found = in_scope.pop(key, None)
+        if found is None:
+            return None
+        if isinstance(found, list):
+            in_scope[key] = found  # several: the list stays, and gives up its first unconsumed one
+            if not found:
+                return None
+            e = found.pop()
+        else:
+            e = found
+            if not in_scope:
+                del self._candidates[scope]
+        self.examined += 1
+        if e.kind in TWO_PHASE_KINDS:
+            terminal = self.terminal_of.get(e.seq)  # type: ignore[arg-type]
+            if terminal is not None and terminal.status == "ok" and e.status == "running" and not (
+                    self._abandon_roots and self.is_abandoned(e)):
+                return terminal
+        else:
+            terminal = None
+        return e, terminal, bool(self._abandon_roots) and self.is_abandoned(e)
 
     def successor(self, seq: int | None) -> JournalEntry | None:
         """The loaded invocation that continues agent `seq` (it ran on after a raise), if any."""

@@ -177,8 +177,8 @@ def _verified_entries(raws: Sequence[bytes | str]) -> tuple[list[JournalEntry], 
     more copy and decoded at once: the entries are still built one after another (what the folds of a resume walk
     next), and no journal-sized buffer is made.
     """
-    sha256, member, suffix_len, member_len = hashlib.sha256, _MEMBER, _SUFFIX_LEN, _MEMBER_LEN
-    digits, sealed_at, redacted_at = CHECKSUM_DIGITS, DIGEST_MEMBER, b',"redacted":'
+    sha256, member, suffix_len, digits = hashlib.sha256, _MEMBER.decode(), _SUFFIX_LEN, CHECKSUM_DIGITS
+    sealed_at, redacted_at = DIGEST_MEMBER, b',"redacted":'
     digest_at = len(DIGEST_MEMBER)
     digest_end = digest_at + 64
     decode = ENTRY.decode
@@ -189,7 +189,7 @@ def _verified_entries(raws: Sequence[bytes | str]) -> tuple[list[JournalEntry], 
         if type(raw) is not bytes:
             raw = raw.encode() if isinstance(raw, str) else bytes(raw)
         at = len(raw) - suffix_len
-        if at <= 0 or raw[at : at + member_len] != member or raw[-2:] != b'"}':
+        if at <= 0:
             return None
         body = raw[:at] + b"}"
         sealed = body.find(sealed_at)
@@ -197,11 +197,11 @@ def _verified_entries(raws: Sequence[bytes | str]) -> tuple[list[JournalEntry], 
             full = sha256(body).hexdigest()
         else:  # a sealed entry: the chain hashes its form without the payload, and the payload its digest
             end = sealed + digest_end  # the digest's closing quote
-            if body[end + 1:end + 13] != redacted_at and sha256(b"{" + body[end + 2:]).hexdigest().encode() != body[
-                    sealed + digest_at:end]:
+            if not body.startswith(redacted_at, end + 1) and not body.startswith(
+                    sha256(b"{" + body[end + 2:]).hexdigest().encode(), sealed + digest_at):
                 return None
             full = sha256(body[:end + 1] + b"}").hexdigest()
-        if full[:digits].encode() != raw[at + member_len : -2]:
+        if raw[at:] != f'{member}{full[:digits]}"}}'.encode():  # the member, its digits, the closing brace: one compare
             return None
         append(body)
         link(full)

@@ -267,7 +267,8 @@ class JsonlStore(JsonlSessions):
             data = path.read_bytes()
         except FileNotFoundError:
             return []
-        lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]  # committed lines: a torn tail is not one
+        lines = data.split(b"\n")
+        lines.pop()  # what follows the last newline: nothing, or a tail torn by a crash (not committed)
         fast = decode_batch(lines) if lines and all(lines) else None
         del lines
         if fast is not None:

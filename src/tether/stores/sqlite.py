@@ -349,9 +349,10 @@ class SqliteStore(SqliteSessions):
             # As bytes: the checksum is over the stored bytes, so nothing is decoded and re-encoded. The texts alone
             # (no seq column, a tuple member fewer per row): the entries carry their seqs, and a journal whose seqs
             # run 1..n, in rows numbered 1..n (its first and last seq, read from the key), is in order and whole.
+            # Read off the cursor (no `fetchall`): one list of the texts, not a list of rows and then the texts.
             texts = list(map(_FIRST, c.execute(
                 "SELECT CAST(json AS BLOB) FROM entries WHERE run_id = ? ORDER BY seq", (run_id,)
-            ).fetchall()))
+            )))
             first, last = c.execute("SELECT min(seq), max(seq) FROM entries WHERE run_id = ?", (run_id,)).fetchone()
         fast = decode_batch(texts) if texts else []
         if fast is not None and (not fast or (first == 1 and last == len(fast))):
