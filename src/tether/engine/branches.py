@@ -38,7 +38,6 @@ class BranchPool:
     """
 
     __slots__ = (
-        "_bounded",
         "_ctx",
         "_fail_fast",
         "_limit",
@@ -70,7 +69,6 @@ class BranchPool:
         self._fail_fast = fail_fast
         self._stopped = False
         self._on_done = self._finished  # bound once, not per branch
-        self._bounded = limit < n  # bounded, a finished branch's successor starts at once (unbounded: waves only)
         self._queued = False  # a wave is queued
         self.failed: BaseException | None = None
         """Fail-fast: the first branch failure (in completion order) that is not a budget refusal."""
@@ -120,8 +118,8 @@ class BranchPool:
                 elif self.failed is None:
                     self.failed = exc
                     self._stopped = True  # nothing more starts; the caller cancels the running ones
-        if self._bounded and not self._stopped and self._next < self._n and len(self._running) < self._limit:
-            self._spawn()  # the successor counts as working before this branch stops counting
+        if not self._queued:  # (a queued wave starts the next ones; else the bound held them: the successor starts)
+            self.fill()  # the successor counts as working before this branch stops counting
         self._live(-1)
         self._wake_if_done()
 
