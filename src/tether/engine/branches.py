@@ -23,9 +23,9 @@ from tether.engine.replay import Abandoned
 
 _PENDING: Any = object()
 WAVE = 16
-"""Branches an unbounded `ctx.parallel` starts per pass of the event loop. One per pass gives each branch's
-commit a transaction of its own; thousands per pass park them all (bench/agent_loop.py, docs/performance.md:
-at 10,000 one-turn agents, 4 to 32 cost the least CPU)."""
+"""Branches `ctx.parallel` starts per pass of the event loop (fewer when a bound is reached). One per pass gives
+each branch's commit a transaction of its own; thousands per pass park them all (bench/agent_loop.py,
+docs/performance.md: at 10,000 one-turn agents, 4 to 32 cost the least CPU)."""
 
 
 class BranchPool:
