@@ -202,9 +202,8 @@ class FakeModel:
 
 def _usage(counts: dict[str, int], approximate: bool = False) -> Usage:
     """A `Usage` of the counts that are not zero (as `Usage.__add__` builds one: a smaller `model_fields_set`)."""
-    if approximate:
-        return Usage(**{name: n for name, n in counts.items() if n}, approximate=True)
-    return Usage(**{name: n for name, n in counts.items() if n})
+    fields = {name: n for name, n in counts.items() if n}
+    return Usage(**fields, approximate=True) if approximate else Usage(**fields)
 
 
 async def _sleep(seconds: float, signal: Signal | None) -> bool:
@@ -252,7 +251,6 @@ def structured(reply: Reply, request: ChatRequest) -> Reply:
         value = {_WRAP_KEY: value}  # a non-object schema rides under `result`
     args = value if isinstance(value, dict) else {_WRAP_KEY: value}
     return replace(reply, tool_calls=[*reply.tool_calls, ToolCall(EMIT_RESULT, args)], output=None)
-
 
 
 def fake(

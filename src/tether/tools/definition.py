@@ -358,6 +358,10 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(summary).strip(), args
 
 
+EMPTY_TOOLSET = content_key([])
+"""`toolset_hash(())`: the identity of an agent without tools."""
+
+
 def toolset_hash(tools: Iterable[Tool]) -> str:
     """Identity of a toolset: what the model sees plus versions, never the implementation."""
     if not tools:  # (a generator is truthy: it takes the long way)
@@ -376,6 +380,3 @@ def toolset_hash(tools: Iterable[Tool]) -> str:
     )
     return content_key(items)
 
-
-EMPTY_TOOLSET = content_key([])
-"""`toolset_hash(())`: the identity of an agent without tools."""
