@@ -246,16 +246,16 @@ class JournalIndex:
         in_scope = self._candidates.get(scope)
         if in_scope is None:
             return None
-        found = in_scope.get(key)
+        found = in_scope.pop(key, None)  # (one dict operation for the single candidate, the common case)
         if found is None:
             return None
         if isinstance(found, list):
+            in_scope[key] = found  # several: the list stays, and gives up its first unconsumed one
             if not found:
                 return None
             e = found.pop()
         else:
             e = found
-            del in_scope[key]
             if not in_scope:
                 del self._candidates[scope]
         self.examined += 1
@@ -271,25 +271,10 @@ class JournalIndex:
 
     def take_settled(self, scope: str, key: str) -> JournalEntry | Taken | None:
         """`take`, but a match whose call settled (a running dispatch, its first terminal `ok`, not abandoned: what
-        `disposition` replays) comes back as that terminal alone: the one lookup of a replayed host step.
-
-        `_pop`, inlined: this runs once per replayed step of every resume."""
-        in_scope = self._candidates.get(scope)
-        if in_scope is None:
+        `disposition` replays) comes back as that terminal alone: the one lookup of a replayed host step."""
+        e = self._pop(scope, key)
+        if e is None:
             return None
-        found = in_scope.pop(key, None)
-        if found is None:
-            return None
-        if isinstance(found, list):
-            in_scope[key] = found  # several: the list stays, and gives up its first unconsumed one
-            if not found:
-                return None
-            e = found.pop()
-        else:
-            e = found
-            if not in_scope:
-                del self._candidates[scope]
-        self.examined += 1
         if e.kind in TWO_PHASE_KINDS:
             terminal = self.terminal_of.get(e.seq)  # type: ignore[arg-type]
             if terminal is not None and terminal.status == "ok" and e.status == "running" and not (
