@@ -129,6 +129,15 @@ def test_every_field_of_every_event_model_is_documented() -> None:
         assert cls.__doc__
 
 
+def test_every_event_field_is_keyword_only_in_its_validator_too() -> None:
+    # The signature says keyword-only; pydantic takes a documented field (a `Field` default) for positional unless
+    # the `Field` says so itself, and then validates every construction through its slower positional path.
+    for cls in EVENT_TYPES.values():
+        with pytest.raises(ValidationError) as caught:
+            cls("r", 3)
+        assert {e["type"] for e in caught.value.errors()} >= {"unexpected_positional_argument"}, cls.__name__
+
+
 async def test_agent_end_of_a_priced_agent_carries_the_journaled_cost(tmp_path: Path) -> None:
     engine, _ = engine_for(tmp_path)
     handle = engine.start(study, run_id="r", budget_usd=1.0)
