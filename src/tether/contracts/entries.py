@@ -171,6 +171,8 @@ FIELDS: frozenset[str] = frozenset(JournalEntry.__struct_fields__) - {"unknown"}
 StoredEntry: Any = _stored_shape()
 STORED: TypeAdapter[dict[str, Any]] = TypeAdapter(StoredEntry)
 """The one adapter that validates a stored entry's members and writes them (`entry_bytes`)."""
+_WRITE = STORED.serializer.to_json
+"""`STORED.dump_json` without its Python wrapper (the same bytes; it runs for every entry a run appends)."""
 
 
 def _members(entry: JournalEntry) -> dict[str, Any]:
@@ -240,7 +242,7 @@ def entry_parts(entry: JournalEntry, seq: int | None = None, payload: bytes | No
         body = entry_bytes(entry, seq)
         return body, body
     if not entry.unknown:
-        body = STORED.dump_json(_payload_last(_numbered(entry, seq), entry.payload_sha256), exclude_none=True)
+        body = _WRITE(_payload_last(_numbered(entry, seq), entry.payload_sha256), exclude_none=True)
         at = body.find(DIGEST_MEMBER) + _DIGEST_AT
         if body[at:at + 64] == entry.payload_sha256.encode():  # (else a nested member of that name came first)
             return body[:at + 65] + b"}", body
@@ -259,7 +261,7 @@ def sealed_parts(entry: JournalEntry, seq: int | None = None) -> tuple[bytes, by
     (no payload, already sealed, members this version does not know)."""
     if entry.payload_sha256 is not None or entry.unknown or (entry.value is None and entry.error is None):
         return None
-    body = STORED.dump_json(_payload_last(_numbered(entry, seq), "0" * 64), exclude_none=True)
+    body = _WRITE(_payload_last(_numbered(entry, seq), "0" * 64), exclude_none=True)
     at = body.find(DIGEST_MEMBER) + _DIGEST_AT
     end = at + 64
     if body[at:end] != _PLACEHOLDER:
@@ -300,7 +302,7 @@ def entry_bytes(entry: JournalEntry, seq: int | None = None) -> bytes:
     so the same entry dumps to the same bytes however it was built."""
     if entry.payload_sha256 is not None:
         return entry_parts(entry, seq)[1]
-    body = STORED.dump_json(_numbered(entry, seq), exclude_none=True)
+    body = _WRITE(_numbered(entry, seq), exclude_none=True)
     if not entry.unknown:
         return body
     tail = to_json(entry.unknown)  # `{...}`: its members follow the declared ones
